@@ -1,0 +1,60 @@
+"""Model configuration: the few numbers that define a LLaMA-family bidirectional transformer.
+
+One dataclass serves LLaDA, Dream and the project's own model; the loaders translate each
+checkpoint's config.json into it. Decoding semantics that differ between families (the mask id, the
+end-of-text ids, Dream's one-position logit shift) live here too, so the decoder never branches on
+the family name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    dim: int
+    n_layers: int
+    n_heads: int
+    ffn_dim: int
+    mask_token_id: int
+    n_kv_heads: int | None = None  # None: as many as query heads (no grouping)
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    qkv_bias: bool = False
+    tie_embeddings: bool = False
+    max_seq_len: int = 4096
+    eos_token_ids: tuple[int, ...] = field(default_factory=tuple)
+    # Dream was adapted from an autoregressive model: the logits for position i come out of row i-1.
+    logit_shift: int = 0
+    family: str = "own"
+
+    def __post_init__(self) -> None:
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        self.eos_token_ids = tuple(int(t) for t in self.eos_token_ids)
+        if self.dim % self.n_heads:
+            raise ValueError(f"dim {self.dim} is not divisible by n_heads {self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}")
+        if (self.dim // self.n_heads) % 2:
+            raise ValueError("head dimension must be even for rotary embeddings")
+        if self.logit_shift not in (0, 1):
+            raise ValueError(f"logit_shift must be 0 or 1, got {self.logit_shift}")
+        if not 0 <= self.mask_token_id < self.vocab_size:
+            raise ValueError(f"mask_token_id {self.mask_token_id} outside vocabulary of {self.vocab_size}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["eos_token_ids"] = list(self.eos_token_ids)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})

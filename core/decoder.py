@@ -1,0 +1,203 @@
+"""The semi-autoregressive masked-diffusion loop, as a generator of one event per step.
+
+The response starts as `gen_len` mask tokens, split into blocks decoded left to right. Each step:
+the policy names the rows to compute, the model runs them against the KV cache, the most confident
+masked positions of the block are unmasked, and the policy is told how uncertain they were.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from core.events import StepEvent, Totals
+from core.model import DiffusionTransformer
+from core.policies.base import CachePolicy, Outcome, StepContext
+from core.sampling import choose, entropy, transfer_schedule
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    gen_len: int = 64
+    block_len: int = 32
+    steps: int | None = None  # total denoising steps; None = gen_len (one token per step)
+    threshold: float | None = None  # Fast-dLLM parallel decoding: unmask all above this confidence
+    temperature: float = 0.0
+    seed: int = 0
+    stop_at_eos: bool = True
+
+    def validate(self) -> None:
+        if not (isinstance(self.gen_len, int) and 1 <= self.gen_len <= 8192):
+            raise ValueError(f"gen_len must be an integer in [1, 8192], got {self.gen_len!r}")
+        if not (isinstance(self.block_len, int) and 1 <= self.block_len <= self.gen_len):
+            raise ValueError(f"block_len must be an integer in [1, gen_len={self.gen_len}], got {self.block_len!r}")
+        if self.gen_len % self.block_len:
+            raise ValueError(f"gen_len {self.gen_len} is not a multiple of block_len {self.block_len}")
+        n_blocks = self.gen_len // self.block_len
+        if self.steps is not None:
+            if not isinstance(self.steps, int) or not n_blocks <= self.steps <= self.gen_len:
+                raise ValueError(f"steps must be an integer in [{n_blocks}, {self.gen_len}], got {self.steps!r}")
+            if self.steps % n_blocks:
+                raise ValueError(f"steps {self.steps} must be a multiple of the number of blocks ({n_blocks})")
+        if self.threshold is not None and not (0.0 < float(self.threshold) <= 1.0):
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold!r}")
+        if not (math.isfinite(self.temperature) and 0.0 <= self.temperature <= 10.0):
+            raise ValueError(f"temperature must be in [0, 10], got {self.temperature!r}")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+
+    @property
+    def steps_per_block(self) -> int:
+        return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch.Tensor, gen_len: int) -> list[int]:
+    ids = [int(t) for t in (prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
+    cfg = model.config
+    if not ids:
+        raise ValueError("the prompt is empty")
+    bad = [t for t in ids if not 0 <= t < cfg.vocab_size]
+    if bad:
+        raise ValueError(f"prompt token id {bad[0]} outside the vocabulary (size {cfg.vocab_size})")
+    if len(ids) + gen_len > cfg.max_seq_len:
+        raise ValueError(f"prompt ({len(ids)}) + gen_len ({gen_len}) exceeds the model's {cfg.max_seq_len} positions")
+    return ids
+
+
+def decode(
+    model: DiffusionTransformer,
+    prompt_ids: Sequence[int] | torch.Tensor,
+    policy: CachePolicy,
+    config: DecodeConfig = DecodeConfig(),
+) -> Iterator[StepEvent]:
+    """Decode one prompt; yield a StepEvent per step, the last one with done=True and the totals."""
+    config.validate()
+    prompt = _check_prompt(model, prompt_ids, config.gen_len)
+    cfg = model.config
+    device = model.embed.weight.device
+    p, length = len(prompt), len(prompt) + config.gen_len
+    mask_id, eos = cfg.mask_token_id, set(cfg.eos_token_ids)
+
+    x = torch.full((length,), mask_id, dtype=torch.long, device=device)
+    x[:p] = torch.tensor(prompt, device=device)
+    decoded_at = torch.full((length,), -1, dtype=torch.long, device=device)
+    cache = model.new_cache(1, length)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    policy.reset()
+    totals = Totals()
+    n_blocks = config.gen_len // config.block_len
+
+    step = 0
+    for block in range(n_blocks):
+        start = p + block * config.block_len
+        end = start + config.block_len
+        schedule = transfer_schedule(config.block_len, config.steps_per_block)
+        block_step = 0
+        while bool((x[start:end] == mask_id).any()):
+            masked = x == mask_id
+            ctx = StepContext(step, block, block_step, start, end, p, length, masked, decoded_at)
+            n_transfer = None if config.threshold is not None else schedule[block_step]
+            event = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
+            decoded_at[event.unmasked] = step
+            done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
+            totals.steps += 1
+            totals.full_steps += event.full
+            totals.rows_computed += sum(event.layer_rows)
+            totals.rows_full += length * cfg.n_layers
+            totals.compute_s += event.compute_s
+            totals.decision_s += event.decision_s
+            totals.tokens = _n_generated(x[p:].tolist(), mask_id, eos)
+            last = done or (block == n_blocks - 1 and not bool((x[start:end] == mask_id).any()))
+            yield replace(event, tokens=x[p:].tolist(), totals=replace(totals), done=last)
+            step += 1
+            block_step += 1
+            if done:
+                return
+
+
+@torch.no_grad()
+def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, config: DecodeConfig, generator):
+    device = x.device
+    shift = model.config.logit_shift
+    _sync(device)
+    t0 = time.perf_counter()
+    plan = policy.plan(ctx)
+    t_plan = time.perf_counter() - t0
+
+    targets = (ctx.masked[ctx.block_start : ctx.block_end]).nonzero().flatten() + ctx.block_start
+    logit_rows = (targets - shift).clamp_min(0)  # Dream reads position i's logits at row i-1
+    rows = None if plan.rows is None else torch.cat([plan.rows.to(device), logit_rows]).unique()
+    ids = x[None] if rows is None else x[rows][None]
+    logits = model(ids, cache, rows, logit_rows.unique())[0]
+    if shift:  # back from unique rows to one logit row per target
+        logits = logits[torch.searchsorted(logit_rows.unique(), logit_rows)]
+
+    picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
+    positions = targets[picked]
+    x[positions] = tokens
+
+    t1 = time.perf_counter()
+    entropies = entropy(probs)
+    policy.observe(ctx, Outcome(positions, entropies))
+    _sync(device)
+    t_end = time.perf_counter()
+
+    n_rows = ctx.length if rows is None else rows.numel()
+    return StepEvent(
+        step=ctx.step,
+        block=ctx.block,
+        prompt_len=ctx.prompt_len,
+        tokens=[],
+        unmasked=positions.tolist(),
+        unmasked_tokens=tokens.tolist(),
+        entropies=entropies.tolist(),
+        max_entropy=float(entropies.max()) if entropies.numel() else 0.0,
+        full=rows is None,
+        reason=plan.reason,
+        rows=list(range(ctx.length)) if rows is None else rows.tolist(),
+        layer_rows=[n_rows] * model.config.n_layers,
+        compute_s=t_end - t0,
+        decision_s=t_plan + (t_end - t1),
+    )
+
+
+def _finish_at_eos(x: torch.Tensor, p: int, mask_id: int, eos: set[int]) -> bool:
+    """True once an end-of-text token is decoded with nothing masked before it; fills the rest."""
+    if not eos:
+        return False
+    response = x[p:].tolist()
+    for i, t in enumerate(response):
+        if t == mask_id:
+            return False
+        if t in eos:
+            tail = x[p + i + 1 :]
+            tail[tail == mask_id] = t
+            return True
+    return False
+
+
+def _n_generated(response: list[int], mask_id: int, eos: set[int]) -> int:
+    for i, t in enumerate(response):
+        if t in eos:
+            return i
+    return sum(t != mask_id for t in response)
+
+
+def generate(
+    model: DiffusionTransformer,
+    prompt_ids: Sequence[int] | torch.Tensor,
+    policy: CachePolicy,
+    config: DecodeConfig = DecodeConfig(),
+) -> StepEvent:
+    """Run `decode` to the end and return its last event."""
+    return deque(decode(model, prompt_ids, policy, config), maxlen=1)[0]

@@ -1,0 +1,57 @@
+"""What the decoder yields: one StepEvent per denoising step, the last one with done=True.
+
+Events are plain data (lists and floats), so the app and the bench only read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Totals:
+    steps: int = 0
+    full_steps: int = 0
+    rows_computed: int = 0  # summed over steps and layers
+    rows_full: int = 0  # what a full forward at every step would have computed
+    compute_s: float = 0.0  # model forward + token choice + decision, device-synchronised
+    decision_s: float = 0.0  # the policy's share: plan, observe, entropies of decoded tokens
+    tokens: int = 0  # generated tokens before the first end-of-text
+
+    @property
+    def rows_fraction(self) -> float:
+        return self.rows_computed / self.rows_full if self.rows_full else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.compute_s if self.compute_s else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(rows_fraction=self.rows_fraction, tokens_per_s=self.tokens_per_s)
+        return d
+
+
+@dataclass
+class StepEvent:
+    step: int
+    block: int
+    prompt_len: int
+    tokens: list[int]  # the response, mask id where still masked
+    unmasked: list[int]  # absolute positions unmasked in this step
+    unmasked_tokens: list[int]
+    entropies: list[float]  # entropy (nats) of each unmasked token's distribution
+    max_entropy: float
+    full: bool  # this step computed every row
+    reason: str  # the policy's one-line explanation
+    rows: list[int]  # absolute positions computed in this step
+    layer_rows: list[int]  # rows computed at each layer
+    compute_s: float
+    decision_s: float
+    totals: Totals = field(default_factory=Totals)  # running totals, including this step
+    done: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["totals"] = self.totals.to_dict()
+        return d

@@ -1,0 +1,142 @@
+"""Checkpoint layouts: how each family's config.json and tensor names map onto ours.
+
+Each family turns its config.json into a ModelConfig and names, for every parameter of our model,
+the checkpoint tensors it is made of (q/k/v are concatenated into wqkv, gate/up into w13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.checkpoint import OWN_MODEL_TYPE
+from core.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    config: Callable[[dict, list[int]], ModelConfig]  # (config.json, end-of-text ids from the tokenizer)
+    sources: Callable[[ModelConfig], dict[str, list[str]]]
+    end_tokens: tuple[str, ...]  # token strings that end a response, looked up in the tokenizer
+    tokenizer_class: str = "AutoTokenizer"  # a transformers class: never remote code
+
+
+def _require(d: dict, key: str, family: str):
+    if key not in d:
+        raise ValueError(f"{family} config.json lacks {key!r}")
+    return d[key]
+
+
+def _llada_config(d: dict, end_ids: list[int]) -> ModelConfig:
+    checks = {"block_type": "llama", "layer_norm_type": "rms", "activation_type": "silu"}
+    for key, want in checks.items():
+        if d.get(key, want) != want:
+            raise ValueError(f"unsupported LLaDA variant: {key}={d[key]!r} (only {want!r})")
+    if d.get("alibi") or d.get("rope") is False or d.get("attention_layer_norm"):
+        raise ValueError("unsupported LLaDA variant: needs rope, no alibi, no q/k layer norm")
+    dim = _require(d, "d_model", "LLaDA")
+    return ModelConfig(
+        vocab_size=d.get("embedding_size") or _require(d, "vocab_size", "LLaDA"),
+        dim=dim,
+        n_layers=_require(d, "n_layers", "LLaDA"),
+        n_heads=_require(d, "n_heads", "LLaDA"),
+        n_kv_heads=d.get("n_kv_heads") or d["n_heads"],
+        ffn_dim=d.get("mlp_hidden_size") or d.get("mlp_ratio", 4) * dim,
+        rope_theta=d.get("rope_theta", 10000.0),
+        norm_eps=d.get("rms_norm_eps", 1e-5),
+        qkv_bias=bool(d.get("include_qkv_bias") or d.get("include_bias")),
+        tie_embeddings=bool(d.get("weight_tying", False)),
+        max_seq_len=d.get("max_sequence_length", 4096),
+        mask_token_id=d.get("mask_token_id", 126336),
+        eos_token_ids=tuple(sorted({d["eos_token_id"], *end_ids} if "eos_token_id" in d else set(end_ids))),
+        logit_shift=0,
+        family="llada",
+    )
+
+
+def _llada_sources(cfg: ModelConfig) -> dict[str, list[str]]:
+    p = "model.transformer."
+    out = {"embed.weight": [p + "wte.weight"], "norm.weight": [p + "ln_f.weight"]}
+    if not cfg.tie_embeddings:
+        out["lm_head.weight"] = [p + "ff_out.weight"]
+    for i in range(cfg.n_layers):
+        b, o = f"{p}blocks.{i}.", f"layers.{i}."
+        out[o + "attn_norm.weight"] = [b + "attn_norm.weight"]
+        out[o + "attn.wqkv.weight"] = [b + f"{n}_proj.weight" for n in "qkv"]
+        if cfg.qkv_bias:
+            out[o + "attn.wqkv.bias"] = [b + f"{n}_proj.bias" for n in "qkv"]
+        out[o + "attn.wo.weight"] = [b + "attn_out.weight"]
+        out[o + "ffn_norm.weight"] = [b + "ff_norm.weight"]
+        out[o + "ffn.w13.weight"] = [b + "ff_proj.weight", b + "up_proj.weight"]  # ff_proj is the gate
+        out[o + "ffn.w2.weight"] = [b + "ff_out.weight"]
+    return out
+
+
+def _dream_config(d: dict, end_ids: list[int]) -> ModelConfig:
+    if d.get("rope_scaling"):
+        raise ValueError(f"unsupported Dream variant: rope_scaling={d['rope_scaling']!r}")
+    theta = d.get("rope_theta") or (d.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+    eos = d.get("eos_token_id")
+    return ModelConfig(
+        vocab_size=_require(d, "vocab_size", "Dream"),
+        dim=_require(d, "hidden_size", "Dream"),
+        n_layers=_require(d, "num_hidden_layers", "Dream"),
+        n_heads=_require(d, "num_attention_heads", "Dream"),
+        n_kv_heads=d.get("num_key_value_heads") or d["num_attention_heads"],
+        ffn_dim=_require(d, "intermediate_size", "Dream"),
+        rope_theta=theta,
+        norm_eps=d.get("rms_norm_eps", 1e-6),
+        qkv_bias=True,  # Qwen2 attention always has q/k/v bias
+        tie_embeddings=bool(d.get("tie_word_embeddings", False)),
+        max_seq_len=d.get("max_position_embeddings", 32768),
+        mask_token_id=d.get("mask_token_id", 151666),
+        eos_token_ids=tuple(sorted({eos, *end_ids} if eos is not None else set(end_ids))),
+        logit_shift=1,
+        family="dream",
+    )
+
+
+def _hf_sources(cfg: ModelConfig) -> dict[str, list[str]]:
+    out = {"embed.weight": ["model.embed_tokens.weight"], "norm.weight": ["model.norm.weight"]}
+    if not cfg.tie_embeddings:
+        out["lm_head.weight"] = ["lm_head.weight"]
+    for i in range(cfg.n_layers):
+        b, o = f"model.layers.{i}.", f"layers.{i}."
+        out[o + "attn_norm.weight"] = [b + "input_layernorm.weight"]
+        out[o + "attn.wqkv.weight"] = [b + f"self_attn.{n}_proj.weight" for n in "qkv"]
+        if cfg.qkv_bias:
+            out[o + "attn.wqkv.bias"] = [b + f"self_attn.{n}_proj.bias" for n in "qkv"]
+        out[o + "attn.wo.weight"] = [b + "self_attn.o_proj.weight"]
+        out[o + "ffn_norm.weight"] = [b + "post_attention_layernorm.weight"]
+        out[o + "ffn.w13.weight"] = [b + "mlp.gate_proj.weight", b + "mlp.up_proj.weight"]
+        out[o + "ffn.w2.weight"] = [b + "mlp.down_proj.weight"]
+    return out
+
+
+def _own_config(d: dict, end_ids: list[int]) -> ModelConfig:
+    return ModelConfig.from_dict(d)
+
+
+def _own_sources(cfg: ModelConfig) -> dict[str, list[str]]:
+    from accelerate import init_empty_weights
+
+    from core.model import DiffusionTransformer  # names are exactly our parameter names
+
+    with init_empty_weights():
+        names = [n for n, _ in DiffusionTransformer(cfg).named_parameters()]
+    return {n: [n] for n in names}
+
+
+FAMILIES = {
+    "llada": Family("llada", _llada_config, _llada_sources, ("<|eot_id|>", "<|endoftext|>"), "PreTrainedTokenizerFast"),
+    "Dream": Family("dream", _dream_config, _hf_sources, ("<|im_end|>", "<|endoftext|>"), "Qwen2Tokenizer"),
+    OWN_MODEL_TYPE: Family("own", _own_config, _own_sources, (), "PreTrainedTokenizerFast"),
+}
+
+
+def family_for(config: dict) -> Family:
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise ValueError(f"unsupported model_type {model_type!r}; supported: {', '.join(FAMILIES)}")
+    return FAMILIES[model_type]

@@ -1,0 +1,167 @@
+"""Load a checkpoint folder or hub id into our model: safetensors only, no remote code.
+
+    model, tokenizer = load_model("GSAI-ML/LLaDA-8B-Instruct", device="cuda")
+    model, tokenizer = load_model("assets/wordproblems-diffusion")
+
+The model is built on the meta device (accelerate's init_empty_weights) and each parameter is
+materialised straight onto its device from the shards, so an 8B model never exists twice in memory.
+With device_map="auto", accelerate spreads the layers over the GPUs (and CPU) that have room.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+import transformers
+from accelerate import dispatch_model, infer_auto_device_map, init_empty_weights
+from accelerate.utils import set_module_tensor_to_device
+from safetensors import safe_open
+
+from core.families import Family, family_for
+from core.model import DiffusionTransformer
+
+ALIASES = {
+    "llada": "GSAI-ML/LLaDA-8B-Instruct",
+    "dream": "Dream-org/Dream-v0-Instruct-7B",
+}
+EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "wordproblems-diffusion"
+HUB_FILES = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"]  # never pickled weights
+IGNORED_TENSORS = ("rotary_emb.inv_freq",)
+
+
+def resolve(name_or_path: str | os.PathLike | None) -> Path:
+    """A local folder as is; 'embedded' or None: the shipped model; else a hub id, fetched once."""
+    if name_or_path in (None, "", "embedded"):
+        return EMBEDDED
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path
+    repo = ALIASES.get(str(name_or_path).lower(), str(name_or_path))
+    if path.exists() or repo.count("/") != 1:
+        raise ValueError(f"{name_or_path!r} is neither a checkpoint folder nor a hub id like 'org/name'")
+    from huggingface_hub import snapshot_download  # honours HF_HUB_OFFLINE and HF_HUB_CACHE
+
+    return Path(snapshot_download(repo_id=repo, allow_patterns=HUB_FILES))
+
+
+class _Shards:
+    """Tensor name -> file, over model.safetensors or a sharded index."""
+
+    def __init__(self, folder: Path) -> None:
+        index = folder / "model.safetensors.index.json"
+        if index.exists():
+            weight_map = json.loads(index.read_text())["weight_map"]
+            self.files = {name: folder / f for name, f in weight_map.items()}
+        elif (folder / "model.safetensors").exists():
+            with safe_open(folder / "model.safetensors", framework="pt") as f:
+                self.files = {name: folder / "model.safetensors" for name in f.keys()}
+        else:
+            raise ValueError(f"no safetensors weights in {folder} (pickled .bin checkpoints are never loaded)")
+        self._open: dict[Path, object] = {}
+
+    def get(self, name: str) -> torch.Tensor:
+        file = self.files[name]
+        if file not in self._open:
+            if not file.exists():
+                raise ValueError(f"shard {file.name} named in the index is missing")
+            self._open[file] = safe_open(file, framework="pt")
+        return self._open[file].get_tensor(name)
+
+
+def load_tokenizer(folder: Path, family: Family):
+    cls = getattr(transformers, family.tokenizer_class)
+    return cls.from_pretrained(folder, trust_remote_code=False)
+
+
+def load_model(
+    name_or_path: str | os.PathLike | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    device_map: str | dict | None = None,
+) -> tuple[DiffusionTransformer, object]:
+    """Load (model, tokenizer). dtype defaults to bfloat16 on GPU and float32 on CPU."""
+    folder = resolve(name_or_path)
+    config_file = folder / "config.json"
+    if not config_file.exists():
+        raise ValueError(f"{folder} has no config.json")
+    raw = json.loads(config_file.read_text())
+    family = family_for(raw)
+    tokenizer = load_tokenizer(folder, family)
+    end_ids = [i for i in (tokenizer.convert_tokens_to_ids(t) for t in family.end_tokens) if i is not None]
+    end_ids = [i for i in end_ids if i != tokenizer.unk_token_id]
+    cfg = family.config(raw, end_ids)
+    device = torch.device(device)
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+
+    with init_empty_weights():
+        model = DiffusionTransformer(cfg)
+    placement = _placement(model, device, dtype, device_map)
+    _fill(model, _Shards(folder), family.sources(cfg), placement, dtype)
+    if len(set(placement.values())) > 1:
+        model = dispatch_model(model, placement)
+    model.source = str(name_or_path or "embedded")
+    model.decode_defaults = raw.get("decode_defaults", {})
+    return model.eval(), tokenizer
+
+
+def _placement(model, device: torch.device, dtype, device_map) -> dict[str, torch.device | str | int]:
+    if device_map is None:
+        return {"": device}
+    if device_map == "auto":
+        return infer_auto_device_map(model, no_split_module_classes=["Block"], dtype=dtype)
+    if isinstance(device_map, dict):
+        return device_map
+    raise ValueError(f"device_map must be None, 'auto' or a dict, got {device_map!r}")
+
+
+def _device_of(name: str, placement: dict) -> torch.device | str | int:
+    best = max((k for k in placement if k == "" or name == k or name.startswith(k + ".")), key=len, default=None)
+    if best is None:
+        raise ValueError(f"device_map places no module holding {name}")
+    return placement[best]
+
+
+def _fill(model, shards: _Shards, sources: dict[str, list[str]], placement: dict, dtype) -> None:
+    expected = dict(model.named_parameters())
+    used = set()
+    for name, parts in sources.items():
+        for part in parts:
+            if part not in shards.files:
+                raise ValueError(f"checkpoint lacks tensor {part!r} (needed for {name})")
+        tensors = [shards.get(p) for p in parts]
+        for part, t, want in zip(parts, tensors, _part_shapes(name, len(parts), expected[name].shape, model.config)):
+            if tuple(t.shape) != want:
+                raise ValueError(f"tensor {part!r} has shape {tuple(t.shape)}, but config.json implies {want}")
+        value = torch.cat(tensors) if len(tensors) > 1 else tensors[0]
+        set_module_tensor_to_device(model, name, _device_of(name, placement), value=value, dtype=dtype)
+        used.update(parts)
+    extra = sorted(n for n in shards.files if n not in used and not n.endswith(IGNORED_TENSORS))
+    if extra:
+        raise ValueError(f"checkpoint has tensor {extra[0]!r} that the config does not explain ({len(extra)} such)")
+    if model.config.tie_embeddings:
+        model.lm_head.weight = model.embed.weight
+
+
+def _part_shapes(name: str, n_parts: int, shape: torch.Size, cfg) -> list[tuple[int, ...]]:
+    """Shapes of the checkpoint tensors concatenated (along dim 0) into our parameter `name`."""
+    rest = tuple(shape[1:])
+    if n_parts == 1:
+        return [tuple(shape)]
+    if ".wqkv." in name:
+        q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+        return [(q, *rest), (kv, *rest), (kv, *rest)]
+    if ".w13." in name:
+        return [(cfg.ffn_dim, *rest)] * 2
+    raise ValueError(f"no rule to split {name} into {n_parts} tensors")
+
+
+def chat_prompt_ids(tokenizer, text: str) -> list[int]:
+    """The prompt as the model was tuned to see it: the user turn in the chat template."""
+    if not text or not text.strip():
+        raise ValueError("the prompt is empty")
+    out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    ids = out["input_ids"] if hasattr(out, "keys") else out
+    return [int(i) for i in ids]

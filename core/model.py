@@ -1,0 +1,162 @@
+"""A LLaMA-family transformer with bidirectional attention that computes a chosen subset of rows.
+
+`forward(ids, cache, rows)` runs only the rows listed in `rows` (token ids `ids`, true positions
+`rows`) through every layer. At each layer the fresh K/V of those rows overwrite their slots in the
+cache, and their queries attend over the whole cache: fresh rows plus rows reused from earlier
+steps. A full forward is the same call with rows=None. This one function is all a cache policy
+needs: which rows to pass is the policy's whole decision.
+
+Layout follows gpt-fast: q/k/v in one matmul (`wqkv`), gate and up in one (`w13`), so a partial
+pass over few rows issues few kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.config import ModelConfig
+from core.kv_cache import KVCache
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in float32 like LLaDA and HF Llama do: bf16 variance is too coarse.
+        y = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return self.weight * y.to(x.dtype)
+
+
+def rope_tables(head_dim: int, length: int, theta: float, device: torch.device | None = None):
+    """cos/sin for positions 0..length-1, rotate-half layout (as in LLaDA and HF Llama/Qwen2)."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
+    angles = torch.outer(torch.arange(length, dtype=torch.float32, device=device), inv_freq)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return (x.float() * cos + rotated.float() * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        qkv_out = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim
+        self.wqkv = nn.Linear(cfg.dim, qkv_out, bias=cfg.qkv_bias)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+
+    def forward(self, x, cos, sin, cache: KVCache, layer: int, rows, key_mask):
+        b, r, _ = x.shape
+        q, k, v = self.wqkv(x).split(
+            [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim], dim=-1
+        )
+        q = q.view(b, r, self.n_heads, self.head_dim).transpose(1, 2)
+        k = k.view(b, r, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(b, r, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        cache.write(layer, rows, k, v)
+        y = F.scaled_dot_product_attention(
+            q, cache.k[layer], cache.v[layer], attn_mask=key_mask, enable_gqa=self.n_heads != self.n_kv_heads
+        )
+        return self.wo(y.transpose(1, 2).reshape(b, r, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.w13 = nn.Linear(cfg.dim, 2 * cfg.ffn_dim, bias=False)  # gate then up
+        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.ffn = FeedForward(cfg)
+
+    def forward(self, x, cos, sin, cache, layer, rows, key_mask):
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache, layer, rows, key_mask)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class DiffusionTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def new_cache(self, batch: int, length: int) -> KVCache:
+        """An empty cache for `length` positions, each layer's on that layer's device."""
+        cfg = self.config
+        devices = [blk.attn.wqkv.weight.device for blk in self.layers]
+        dtype = self.layers[0].attn.wqkv.weight.dtype
+        return KVCache.empty(cfg.n_layers, batch, cfg.n_kv_heads, length, cfg.head_dim, dtype, devices)
+
+    def _rope_at(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        need = int(positions.max()) + 1
+        if self._rope is None or self._rope[0].shape[0] < need or self._rope[0].device != positions.device:
+            length = max(need, min(self.config.max_seq_len, 4096))
+            self._rope = rope_tables(self.config.head_dim, length, self.config.rope_theta, positions.device)
+        cos, sin = self._rope
+        return cos[positions], sin[positions]
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        cache: KVCache,
+        rows: torch.Tensor | None = None,
+        logit_rows: torch.Tensor | None = None,
+        key_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run rows through the model against `cache`; return logits.
+
+        ids: [batch, R] token ids of the rows computed (all cache.length rows when rows is None).
+        rows: [R] sorted true positions of those rows, or None for a full forward.
+        logit_rows: positions (a subset of rows) whose logits are wanted; None: every computed row.
+        key_mask: optional [batch, length] bool, False for padding keys (training batches).
+        Returns logits [batch, len(logit_rows) or R, vocab] in float32.
+        """
+        length = cache.length
+        if rows is None:
+            if ids.shape[1] != length:
+                raise ValueError(f"full forward needs {length} ids, got {ids.shape[1]}")
+            positions = torch.arange(length, device=ids.device)
+        else:
+            if ids.shape[1] != rows.numel():
+                raise ValueError(f"{ids.shape[1]} ids for {rows.numel()} rows")
+            positions = rows
+        cos, sin = self._rope_at(positions)
+        mask = None if key_mask is None else key_mask[:, None, None, :]
+        x = self.embed(ids)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache, i, rows, mask)
+        if logit_rows is not None:
+            index = logit_rows if rows is None else torch.searchsorted(rows, logit_rows)
+            x = x[:, index]
+        return self.lm_head(self.norm(x)).float()
+
+    def full_logits(self, ids: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Plain bidirectional forward over a whole batch of sequences (training, parity tests)."""
+        cache = self.new_cache(ids.shape[0], ids.shape[1])
+        return self.forward(ids, cache, key_mask=key_mask)

@@ -1,0 +1,56 @@
+"""EntropyCache: recompute everything only after a step that decoded an uncertain token.
+
+After each step, E = max over the tokens unmasked in it of the entropy of their predicted
+distribution. E > tau means the cache has likely drifted: the next step is a full forward. Otherwise
+the next step computes only the masked rows of the current block plus the k most recently
+decoded rows, whose features keep moving for a few steps after they are unmasked. The first step of
+every block is full. The decision costs O(vocab) per decoded token, nothing per layer or position.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from core.policies.base import CachePolicy, Outcome, Plan, StepContext, masked_in_block, most_recent
+from core.policies.registry import register
+
+DEFAULT_TAU = 0.5
+DEFAULT_K = 2
+
+
+@register("entropy")
+class EntropyCache(CachePolicy):
+    name = "entropy"
+
+    def __init__(self, tau: float = DEFAULT_TAU, k: int = DEFAULT_K) -> None:
+        tau = float(tau)
+        if math.isnan(tau):
+            raise ValueError("tau must be a number, got NaN")
+        if int(k) != k or k < 0:
+            raise ValueError(f"k must be a non-negative integer, got {k}")
+        self.tau, self.k = tau, int(k)
+        self.reset()
+
+    def reset(self) -> None:
+        self.full_next = True
+        self.last_entropy: float | None = None
+
+    def params(self) -> dict:
+        return {"tau": self.tau, "k": self.k}
+
+    def plan(self, ctx: StepContext) -> Plan:
+        if ctx.block_step == 0:
+            return Plan(None, "full: first step of the block")
+        if self.last_entropy is None:
+            return Plan(None, "full: nothing decoded yet")
+        if self.full_next:
+            return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
+        rows = torch.cat([masked_in_block(ctx), most_recent(ctx, self.k)]).unique()
+        return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
+
+    def observe(self, ctx: StepContext, outcome: Outcome) -> None:
+        e = float(outcome.entropies.max()) if outcome.entropies.numel() else 0.0
+        self.last_entropy = e
+        self.full_next = e > self.tau

@@ -1,0 +1,32 @@
+"""Fast-dLLM's block caches: a full forward at each block start, then a fixed set of rows.
+
+dual: only the current block is recomputed; prompt and every other block are reused.
+prefix: the current block and everything after it is recomputed; only the prefix is reused.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from core.policies.base import CachePolicy, Plan, StepContext, block_rows
+from core.policies.registry import register
+
+
+@register("dual")
+class DualCache(CachePolicy):
+    name = "dual"
+
+    def plan(self, ctx: StepContext) -> Plan:
+        if ctx.block_step == 0:
+            return Plan(None, "full: first step of the block")
+        return Plan(block_rows(ctx), "partial: current block")
+
+
+@register("prefix")
+class PrefixCache(CachePolicy):
+    name = "prefix"
+
+    def plan(self, ctx: StepContext) -> Plan:
+        if ctx.block_step == 0:
+            return Plan(None, "full: first step of the block")
+        return Plan(torch.arange(ctx.block_start, ctx.length, device=ctx.masked.device), "partial: block + suffix")

@@ -1,0 +1,42 @@
+"""dLLM-Cache's schedule without its value-similarity check.
+
+Prompt rows are refreshed every `prompt_every` steps, response rows every `response_every` steps;
+in between only the rows whose logits are needed (the block's masked positions) are computed. The
+first step is always full.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from core.policies.base import CachePolicy, Plan, StepContext, masked_in_block
+from core.policies.registry import register
+
+
+@register("periodic")
+class PeriodicCache(CachePolicy):
+    name = "periodic"
+
+    def __init__(self, prompt_every: int = 50, response_every: int = 5) -> None:
+        for label, n in (("prompt_every", prompt_every), ("response_every", response_every)):
+            if int(n) != n or n < 1:
+                raise ValueError(f"{label} must be a positive integer, got {n}")
+        self.prompt_every, self.response_every = int(prompt_every), int(response_every)
+
+    def params(self) -> dict:
+        return {"prompt_every": self.prompt_every, "response_every": self.response_every}
+
+    def plan(self, ctx: StepContext) -> Plan:
+        prompt = ctx.step % self.prompt_every == 0
+        response = ctx.step % self.response_every == 0
+        if prompt and response:
+            return Plan(None, "full: both refresh intervals due")
+        parts, why = [masked_in_block(ctx)], ["masked block rows"]
+        device = ctx.masked.device
+        if prompt:
+            parts.append(torch.arange(0, ctx.prompt_len, device=device))
+            why.append("prompt refresh")
+        if response:
+            parts.append(torch.arange(ctx.prompt_len, ctx.length, device=device))
+            why.append("response refresh")
+        return Plan(torch.cat(parts).unique(), "partial: " + " + ".join(why))

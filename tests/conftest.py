@@ -1,0 +1,34 @@
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/checkpoints.py
+
+from core.config import ModelConfig  # noqa: E402
+from core.model import DiffusionTransformer  # noqa: E402
+
+
+def tiny_config(family: str = "llada", **overrides) -> ModelConfig:
+    """LLaDA-style (no shift, no bias, full heads) or Dream-style (shift, q/k/v bias, grouped heads)."""
+    base = dict(vocab_size=48, dim=64, n_layers=2, n_heads=4, ffn_dim=128, mask_token_id=47, eos_token_ids=(1,))
+    if family == "dream":
+        base.update(n_kv_heads=2, qkv_bias=True, logit_shift=1, family="dream")
+    else:
+        base.update(family="llada")
+    base.update(overrides)
+    return ModelConfig(**base)
+
+
+def tiny_model(family: str = "llada", seed: int = 0, **overrides) -> DiffusionTransformer:
+    torch.manual_seed(seed)
+    model = DiffusionTransformer(tiny_config(family, **overrides)).eval()
+    with torch.no_grad():  # sharpen the output so that some steps are confident (entropy below tau)
+        model.lm_head.weight.mul_(8)
+    return model
+
+
+@pytest.fixture(params=["llada", "dream"])
+def family(request) -> str:
+    return request.param

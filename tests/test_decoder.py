@@ -1,0 +1,124 @@
+"""The denoising loop: exactness of the always-full cache, determinism, events, bad input."""
+
+import math
+
+import pytest
+import torch
+from conftest import tiny_model
+
+from core.decoder import DecodeConfig, decode, generate
+from core.policies import make_policy
+
+PROMPT = [3, 9, 4, 12, 7, 30]
+
+
+def run(model, policy, **cfg):
+    return list(decode(model, PROMPT, policy, DecodeConfig(**cfg)))
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(gen_len=16, block_len=8, stop_at_eos=False),
+        dict(gen_len=16, block_len=4, steps=8, stop_at_eos=False),
+        dict(gen_len=16, block_len=8, threshold=0.3, stop_at_eos=False),
+        dict(gen_len=16, block_len=16, temperature=1.0, seed=7, stop_at_eos=False),
+    ],
+)
+def test_entropy_with_tau_minus_inf_equals_no_cache_every_step(family, cfg):
+    model = tiny_model(family)
+    exact = run(model, make_policy("none"), **cfg)
+    always_full = run(model, make_policy("entropy", tau=-math.inf, k=2), **cfg)
+    assert len(exact) == len(always_full)
+    for a, b in zip(exact, always_full):
+        assert (a.tokens, a.unmasked) == (b.tokens, b.unmasked)
+        assert b.full
+
+
+def test_same_seed_repeats_exactly(family):
+    model = tiny_model(family)
+    a = run(model, make_policy("entropy"), gen_len=16, block_len=8, temperature=0.8, seed=3)
+    b = run(model, make_policy("entropy"), gen_len=16, block_len=8, temperature=0.8, seed=3)
+    assert [e.tokens for e in a] == [e.tokens for e in b]
+    assert [e.rows for e in a] == [e.rows for e in b]
+    c = run(model, make_policy("entropy"), gen_len=16, block_len=8, temperature=0.8, seed=4)
+    assert [e.tokens for e in a] != [e.tokens for e in c]
+
+
+def test_one_event_per_step_and_totals():
+    model = tiny_model()
+    events = run(model, make_policy("dual"), gen_len=16, block_len=8, steps=8, stop_at_eos=False)
+    assert len(events) == 8 and [e.step for e in events] == list(range(8))
+    assert [e.done for e in events] == [False] * 7 + [True]
+    assert all(len(e.unmasked) == 2 for e in events)  # 16 tokens in 8 steps
+    last = events[-1]
+    assert model.config.mask_token_id not in last.tokens
+    t = last.totals
+    assert t.steps == 8 and t.full_steps == 2  # one full step per block
+    length = len(PROMPT) + 16
+    assert t.rows_full == 8 * length * model.config.n_layers
+    assert t.rows_computed == model.config.n_layers * (2 * length + 6 * 8)  # 3 partial steps x 8 block rows, x2
+    assert t.compute_s == pytest.approx(sum(e.compute_s for e in events))
+    assert 0 < t.decision_s < t.compute_s
+
+
+def test_events_report_entropy_of_unmasked_tokens():
+    model = tiny_model()
+    for e in run(model, make_policy("none"), gen_len=8, block_len=8, stop_at_eos=False):
+        assert len(e.entropies) == len(e.unmasked) == len(e.unmasked_tokens)
+        assert e.max_entropy == pytest.approx(max(e.entropies))
+        assert all(0 <= h <= math.log(model.config.vocab_size) + 1e-5 for h in e.entropies)
+        for pos, tok in zip(e.unmasked, e.unmasked_tokens):
+            assert e.tokens[pos - e.prompt_len] == tok
+
+
+def test_threshold_unmasks_several_tokens_per_step():
+    model = tiny_model()
+    one = run(model, make_policy("none"), gen_len=16, block_len=16, stop_at_eos=False)
+    parallel = run(model, make_policy("none"), gen_len=16, block_len=16, threshold=0.05, stop_at_eos=False)
+    assert len(one) == 16
+    assert len(parallel) < 16 and sum(len(e.unmasked) for e in parallel) == 16
+
+
+def test_stops_at_end_of_text_and_fills_the_rest():
+    model = tiny_model()
+    free = generate(model, PROMPT, make_policy("none"), DecodeConfig(gen_len=16, block_len=4, stop_at_eos=False))
+    eos = free.tokens[3]  # pretend the 4th token generated is end-of-text
+    model.config.eos_token_ids = (eos,)
+    events = run(model, make_policy("none"), gen_len=16, block_len=4)
+    last = events[-1]
+    assert last.done and last.totals.tokens == last.tokens.index(eos)
+    assert last.tokens[last.totals.tokens :] == [eos] * (16 - last.totals.tokens)
+    assert last.totals.steps < 16
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(gen_len=20, block_len=8), "not a multiple of block_len"),
+        (dict(gen_len=16, block_len=8, steps=1), "steps must be an integer in [2, 16]"),
+        (dict(gen_len=16, block_len=8, steps=17), "steps must be an integer in [2, 16]"),
+        (dict(gen_len=16, block_len=8, steps=5), "multiple of the number of blocks"),
+        (dict(gen_len=0, block_len=8), "gen_len must be"),
+        (dict(gen_len=16, block_len=8, threshold=1.5), "threshold must be in (0, 1]"),
+        (dict(gen_len=16, block_len=8, temperature=float("nan")), "temperature"),
+    ],
+)
+def test_bad_decode_settings_raise_clear_errors(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        run(tiny_model(), make_policy("none"), **kwargs)
+    assert message in str(e.value)
+
+
+def test_bad_prompts_raise_clear_errors():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="prompt is empty"):
+        list(decode(model, [], make_policy("none"), DecodeConfig(gen_len=8, block_len=8)))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        list(decode(model, [1, 999], make_policy("none"), DecodeConfig(gen_len=8, block_len=8)))
+    with pytest.raises(ValueError, match="exceeds the model's 4096 positions"):
+        list(decode(model, [1] * 4090, make_policy("none"), DecodeConfig(gen_len=8, block_len=8)))
+    with pytest.raises(ValueError, match="prompt is empty"):
+        list(
+            decode(model, torch.tensor([], dtype=torch.long), make_policy("none"), DecodeConfig(gen_len=8, block_len=8))
+        )

@@ -1,0 +1,154 @@
+"""Loaders: real checkpoint layouts (synthesized), hub resolution offline, and clear errors."""
+
+import json
+import shutil
+
+import huggingface_hub
+import pytest
+import torch
+from checkpoints import LLADA_SPECIALS, tiny_llama, tiny_qwen2, write_dream, write_llada
+from conftest import tiny_model
+from safetensors.torch import load_file, save_file
+
+from core.checkpoint import save_own_model
+from core.loading import chat_prompt_ids, load_model
+from core.word_tokenizer import build_tokenizer
+
+
+@pytest.fixture
+def llada_dir(tmp_path):
+    folder = tmp_path / "LLaDA-8B-Instruct"
+    write_llada(folder, tiny_llama(seed=4))
+    return folder
+
+
+@pytest.fixture
+def dream_dir(tmp_path):
+    folder = tmp_path / "Dream-v0-Instruct-7B"
+    write_dream(folder, tiny_qwen2(seed=5))
+    return folder
+
+
+def test_llada_layout_config_and_tokenizer(llada_dir):
+    model, tok = load_model(llada_dir)
+    cfg = model.config
+    assert (cfg.family, cfg.logit_shift, cfg.mask_token_id) == ("llada", 0, LLADA_SPECIALS.index("<|mdm_mask|>"))
+    assert set(cfg.eos_token_ids) == {
+        tok.convert_tokens_to_ids("<|endoftext|>"),
+        tok.convert_tokens_to_ids("<|eot_id|>"),
+    }
+    text = tok.decode(chat_prompt_ids(tok, "  how many apples "))
+    assert text.replace(" ", "") == (
+        "<|startoftext|><|start_header_id|>user<|end_header_id|>howmanyapples<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>"
+    )
+
+
+def test_dream_layout_without_remote_code(dream_dir):
+    # tokenization_dream.py in the folder raises if executed: loading must never run it.
+    model, tok = load_model(dream_dir)
+    cfg = model.config
+    assert (cfg.family, cfg.logit_shift, cfg.qkv_bias, cfg.n_kv_heads) == ("dream", 1, True, 2)
+    assert cfg.mask_token_id == tok.convert_tokens_to_ids("<|mask|>") == tok.mask_token_id
+    assert set(cfg.eos_token_ids) == {
+        tok.convert_tokens_to_ids("<|endoftext|>"),
+        tok.convert_tokens_to_ids("<|im_end|>"),
+    }
+    prompt = tok.decode(chat_prompt_ids(tok, "how many apples"))
+    assert prompt.endswith("<|im_start|>user\nhow many apples<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_own_model_round_trip(tmp_path):
+    model = tiny_model(vocab_size=140)
+    tok = build_tokenizer(["mia", "has", "apples"])
+    save_own_model(model, tok, tmp_path, dtype=torch.float32, decode_defaults={"gen_len": 32, "block_len": 16})
+    loaded, tok2 = load_model(tmp_path)
+    ids = torch.randint(0, 100, (1, 12))
+    torch.testing.assert_close(loaded.full_logits(ids), model.full_logits(ids))
+    assert loaded.decode_defaults == {"gen_len": 32, "block_len": 16}
+    assert tok2.mask_token_id == tok.mask_token_id
+
+
+def test_device_map_dispatch_gives_same_logits(llada_dir):
+    plain, _ = load_model(llada_dir)
+    with pytest.raises(ValueError, match="device_map must be None, 'auto' or a dict"):
+        load_model(llada_dir, device_map="everywhere")
+    placement = {"embed": "cpu", "layers.0": "cpu", "layers.1": "cpu", "norm": "cpu", "lm_head": "cpu"}
+    mapped, _ = load_model(llada_dir, device_map=placement)
+    ids = torch.randint(0, 60, (1, 10))
+    torch.testing.assert_close(mapped.full_logits(ids), plain.full_logits(ids))
+
+
+def _edit_shard(folder, edit):
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    file = folder / index["weight_map"]["model.transformer.blocks.1.up_proj.weight"]
+    state = load_file(file)
+    edit(state, index)
+    save_file(state, file)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def test_missing_tensor_is_named(llada_dir):
+    def drop(state, index):
+        del state["model.transformer.blocks.1.up_proj.weight"]
+        del index["weight_map"]["model.transformer.blocks.1.up_proj.weight"]
+
+    _edit_shard(llada_dir, drop)
+    with pytest.raises(ValueError, match=r"lacks tensor 'model.transformer.blocks.1.up_proj.weight'"):
+        load_model(llada_dir)
+
+
+def test_wrong_shape_is_named(llada_dir):
+    def shrink(state, index):
+        state["model.transformer.blocks.1.up_proj.weight"] = state["model.transformer.blocks.1.up_proj.weight"][:100]
+
+    _edit_shard(llada_dir, shrink)
+    with pytest.raises(ValueError, match=r"tensor 'model.transformer.blocks.1.up_proj.weight' has shape \(100, 64\)"):
+        load_model(llada_dir)
+
+
+def test_unexpected_tensor_is_named(llada_dir):
+    def add(state, index):
+        state["model.transformer.blocks.9.q_proj.weight"] = torch.zeros(4, 4)
+        index["weight_map"]["model.transformer.blocks.9.q_proj.weight"] = index["weight_map"][
+            "model.transformer.blocks.1.up_proj.weight"
+        ]
+
+    _edit_shard(llada_dir, add)
+    with pytest.raises(ValueError, match=r"tensor 'model.transformer.blocks.9.q_proj.weight' that the config"):
+        load_model(llada_dir)
+
+
+def test_pickled_weights_are_refused(llada_dir):
+    for f in llada_dir.glob("model*.safetensors*"):
+        f.unlink()
+    (llada_dir / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(ValueError, match="no safetensors weights"):
+        load_model(llada_dir)
+
+
+def test_unknown_model_type_and_bad_names(tmp_path, llada_dir):
+    cfg = json.loads((llada_dir / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (llada_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="unsupported model_type 'gpt2'"):
+        load_model(llada_dir)
+    with pytest.raises(ValueError, match="neither a checkpoint folder nor a hub id"):
+        load_model(str(tmp_path / "no-such-folder"))
+
+
+def test_hub_id_resolves_through_the_hub_cache_offline(tmp_path, monkeypatch, llada_dir):
+    """A hub id goes through huggingface_hub.snapshot_download; here from a cache we laid out."""
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--GSAI-ML--LLaDA-8B-Instruct" / "snapshots" / ("a" * 40)
+    shutil.copytree(llada_dir, snapshot)
+    (cache / "models--GSAI-ML--LLaDA-8B-Instruct" / "refs").mkdir()
+    (cache / "models--GSAI-ML--LLaDA-8B-Instruct" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    by_id, _ = load_model("GSAI-ML/LLaDA-8B-Instruct")
+    by_alias, _ = load_model("llada")
+    local, _ = load_model(llada_dir)
+    ids = torch.randint(0, 60, (1, 8))
+    torch.testing.assert_close(by_id.full_logits(ids), local.full_logits(ids))
+    torch.testing.assert_close(by_alias.full_logits(ids), local.full_logits(ids))

@@ -1,0 +1,99 @@
+"""The transformer: partial passes against the cache, and parity with transformers' own models."""
+
+import pytest
+import torch
+from checkpoints import tiny_llama, tiny_qwen2, write_dream, write_llada
+from conftest import tiny_model
+
+from core.loading import load_model
+
+
+def test_partial_forward_matches_full_on_its_rows(family):
+    model = tiny_model(family)
+    ids = torch.randint(0, 40, (1, 24))
+    cache = model.new_cache(1, 24)
+    full = model(ids, cache)
+    rows = torch.tensor([0, 5, 6, 7, 20, 23])
+    partial = model(ids[:, rows], cache, rows)
+    torch.testing.assert_close(partial, full[:, rows], rtol=1e-5, atol=1e-5)
+
+
+def test_partial_forward_uses_reused_rows_from_the_cache(family):
+    """Rows not recomputed keep their old K/V: changing a token outside `rows` changes nothing."""
+    model = tiny_model(family)
+    ids = torch.randint(0, 40, (1, 16))
+    cache = model.new_cache(1, 16)
+    model(ids, cache)
+    rows = torch.tensor([2, 3])
+    before = model(ids[:, rows], cache, rows)
+    changed = ids.clone()
+    changed[0, 10] = (ids[0, 10] + 1) % 40
+    after = model(changed[:, rows], cache, rows)  # row 10 not recomputed: its stale K/V is used
+    torch.testing.assert_close(after, before)
+    fresh = model(changed, model.new_cache(1, 16))[:, rows]
+    assert (fresh - after).abs().max() > 1e-4  # while a full forward does see the change
+
+
+def test_logit_rows_select_a_subset(family):
+    model = tiny_model(family)
+    ids = torch.randint(0, 40, (1, 12))
+    cache = model.new_cache(1, 12)
+    full = model(ids, cache)
+    rows = torch.tensor([1, 4, 8, 9])
+    some = model(ids[:, rows], cache, rows, logit_rows=torch.tensor([4, 9]))
+    torch.testing.assert_close(some, full[:, [4, 9]], rtol=1e-5, atol=1e-5)
+
+
+def test_cache_is_preallocated_and_written_in_place():
+    model = tiny_model()
+    cache = model.new_cache(1, 10)
+    pointers = [t.data_ptr() for t in cache.k + cache.v]
+    model(torch.randint(0, 40, (1, 10)), cache)
+    model(torch.randint(0, 40, (1, 2)), cache, torch.tensor([3, 4]))
+    assert [t.data_ptr() for t in cache.k + cache.v] == pointers
+    assert all(t.abs().sum() > 0 for t in cache.k)
+
+
+def test_key_mask_makes_left_padding_invisible():
+    """Training batches are left-padded: masked keys must not change the real rows' logits."""
+    model = tiny_model()
+    ids = torch.randint(0, 40, (1, 10))
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
+    key_mask = torch.tensor([[False] * 3 + [True] * 10])
+    torch.testing.assert_close(model.full_logits(padded, key_mask)[:, 3:], model.full_logits(ids), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_parity_with_transformers_llama_bidirectional(tmp_path, kv_heads):
+    hf = tiny_llama(seed=1, kv_heads=kv_heads)
+    write_llada(tmp_path, hf)
+    ours, _ = load_model(tmp_path)
+    ids = torch.randint(0, 60, (2, 33))
+    with torch.no_grad():
+        ref = hf(ids, is_causal=False).logits
+        causal = hf(ids).logits
+        got = ours.full_logits(ids)
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+    assert (got - causal).abs().max() > 1e-3  # the reference really is bidirectional
+
+
+def test_parity_with_transformers_qwen2_bidirectional(tmp_path):
+    hf = tiny_qwen2(seed=2)
+    write_dream(tmp_path, hf)
+    ours, _ = load_model(tmp_path)
+    ids = torch.randint(0, 60, (1, 40))
+    with torch.no_grad():
+        ref = hf(ids, is_causal=False).logits
+    torch.testing.assert_close(ours.full_logits(ids), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_bfloat16_parity_within_tolerance(tmp_path):
+    hf = tiny_llama(seed=3)
+    write_llada(tmp_path, hf)
+    ours, _ = load_model(tmp_path, dtype=torch.bfloat16)
+    ids = torch.randint(0, 60, (1, 20))
+    with torch.no_grad():
+        ref = hf(ids, is_causal=False).logits
+    got = ours.full_logits(ids)
+    assert got.dtype == torch.float32  # logits are returned in float32 for sampling
+    assert (got - ref).abs().max() < 0.1 * ref.abs().max()

@@ -1,0 +1,141 @@
+"""Policies: exact rows for hand-made decode histories, and the Dream logit shift."""
+
+import math
+
+import pytest
+import torch
+from conftest import tiny_model
+
+from core.decoder import DecodeConfig, decode
+from core.policies import POLICIES, CachePolicy, Outcome, Plan, StepContext, make_policy, register
+
+P, GEN, BLOCK = 4, 12, 4  # prompt 0..3; blocks 4..7, 8..11, 12..15
+
+
+def context(step, block, block_step, masked_positions, decoded):
+    """decoded: {position: step it was unmasked}."""
+    length = P + GEN
+    masked = torch.zeros(length, dtype=torch.bool)
+    masked[list(masked_positions)] = True
+    decoded_at = torch.full((length,), -1)
+    for pos, s in decoded.items():
+        decoded_at[pos] = s
+    start = P + block * BLOCK
+    return StepContext(step, block, block_step, start, start + BLOCK, P, length, masked, decoded_at)
+
+
+# Block 1 (positions 8..11) in progress: 8 decoded at step 5, 10 at step 6; 9, 11 and block 2 masked.
+MID = context(7, 1, 2, [9, 11, 12, 13, 14, 15], {4: 0, 5: 1, 6: 2, 7: 3, 8: 5, 10: 6})
+
+
+def rows(plan: Plan):
+    return None if plan.rows is None else plan.rows.tolist()
+
+
+def test_entropy_partial_rows_are_block_masks_plus_k_recent():
+    policy = make_policy("entropy", tau=0.5, k=2)
+    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
+    assert rows(policy.plan(MID)) == [8, 9, 10, 11]  # masked 9, 11 + recent 10 (step 6), 8 (step 5)
+    policy = make_policy("entropy", tau=0.5, k=3)
+    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
+    assert rows(policy.plan(MID)) == [7, 8, 9, 10, 11]  # k=3 adds 7 (step 3)
+    policy = make_policy("entropy", tau=0.5, k=0)
+    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
+    assert rows(policy.plan(MID)) == [9, 11]
+
+
+def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
+    policy = make_policy("entropy", tau=0.5, k=2)
+    policy.observe(MID, Outcome(torch.tensor([10, 9]), torch.tensor([0.2, 0.7])))  # max 0.7 > tau
+    assert rows(policy.plan(MID)) is None
+    policy.observe(MID, Outcome(torch.tensor([9]), torch.tensor([0.5])))  # 0.5 is not above tau
+    assert rows(policy.plan(MID)) is not None
+    start = context(8, 2, 0, [12, 13, 14, 15], {})
+    assert rows(policy.plan(start)) is None
+    assert rows(make_policy("entropy").plan(MID)) is None  # fresh policy: first step is full
+
+
+def test_dual_prefix_periodic_rows():
+    assert rows(make_policy("dual").plan(MID)) == [8, 9, 10, 11]
+    assert rows(make_policy("prefix").plan(MID)) == list(range(8, 16))
+    assert rows(make_policy("dual").plan(context(4, 1, 0, [8, 9], {}))) is None
+    periodic = make_policy("periodic", prompt_every=7, response_every=3)
+    assert rows(periodic.plan(MID)) == [0, 1, 2, 3, 9, 11]  # step 7: prompt refresh only
+    at9 = context(9, 1, 2, [9, 11], {})
+    assert rows(periodic.plan(at9)) == sorted({9, 11} | set(range(P, P + GEN)))
+    at21 = context(21, 1, 2, [9, 11], {})
+    assert rows(periodic.plan(at21)) is None  # both due
+
+
+def test_decoder_counts_rows_per_step_exactly():
+    """On a real decode, every partial step computes exactly masked-in-block + k recent rows."""
+    model = tiny_model()
+    events = list(
+        decode(
+            model,
+            [5, 6, 7],
+            make_policy("entropy", tau=math.inf, k=1),
+            DecodeConfig(gen_len=8, block_len=4, stop_at_eos=False),
+        )
+    )
+    # tau = inf: only block starts are full. Block of 4, one token per step.
+    assert [e.full for e in events] == [True, False, False, False] * 2
+    assert [len(e.rows) for e in events] == [11, 3 + 1, 2 + 1, 1 + 1] * 2
+    for e in events:
+        assert e.layer_rows == [len(e.rows)] * model.config.n_layers
+
+
+@pytest.mark.parametrize("family, shift", [("llada", 0), ("dream", 1)])
+def test_dream_shift_is_honoured_in_partial_passes(family, shift):
+    """Dream reads position i's logits at row i-1, so a partial pass must compute row i-1 of every
+    masked position; LLaDA reads row i. With k=0 the rows are exactly those."""
+    model = tiny_model(family)
+    prompt = [5, 6, 7]
+    cfg = DecodeConfig(gen_len=8, block_len=8, stop_at_eos=False)
+    events = list(decode(model, prompt, make_policy("entropy", tau=math.inf, k=0), cfg))
+    partial = [e for e in events if not e.full]
+    assert len(partial) == 7
+    for e in partial:
+        masked_after = {len(prompt) + i for i, t in enumerate(e.tokens) if t == model.config.mask_token_id}
+        masked_before = masked_after | set(e.unmasked)
+        assert sorted(e.rows) == sorted(masked_before | {m - shift for m in masked_before})
+
+
+def test_policy_can_be_added_without_touching_the_decoder():
+    @register("every-other")
+    class EveryOther(CachePolicy):
+        name = "every-other"
+
+        def plan(self, ctx):
+            if ctx.step % 2 == 0:
+                return Plan(None, "even step")
+            return Plan(torch.arange(ctx.block_start, ctx.block_end), "odd step: block")
+
+    try:
+        events = list(
+            decode(
+                tiny_model(),
+                [5, 6],
+                make_policy("every-other"),
+                DecodeConfig(gen_len=8, block_len=8, stop_at_eos=False),
+            )
+        )
+        assert [e.full for e in events] == [True, False] * 4
+    finally:
+        POLICIES.pop("every-other")
+
+
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("cache-all", {}, "unknown policy 'cache-all'"),
+        ("entropy", {"tau": float("nan")}, "tau must be a number"),
+        ("entropy", {"k": -1}, "k must be a non-negative integer"),
+        ("entropy", {"gamma": 1}, "bad parameters for policy 'entropy'"),
+        ("periodic", {"prompt_every": 0}, "prompt_every must be a positive integer"),
+    ],
+)
+def test_bad_policy_requests(name, params, message):
+    with pytest.raises(ValueError) as e:
+        make_policy(name, **params)
+    assert message in str(e.value)
