@@ -68,14 +68,14 @@ def diffusion_loss(model, ids, key_mask, response_start: int, mask_id: int, gen:
     return (ce * weights).sum() / (b * (ids.shape[1] - response_start))
 
 
-def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
+def lr_at(step: int, progress: float, peak: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to 10% over `progress` (0..1) of the run."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
-def save_state(state_dir: Path, model, opt, step: int, args) -> None:
+def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, state_dir / "model.safetensors")
     moments = {}
@@ -84,13 +84,16 @@ def save_state(state_dir: Path, model, opt, step: int, args) -> None:
         if s:
             moments[f"{i}.exp_avg"], moments[f"{i}.exp_avg_sq"] = s["exp_avg"], s["exp_avg_sq"]
     save_file(moments, state_dir / "optimizer.safetensors")
-    (state_dir / "state.json").write_text(json.dumps({"step": step, "args": vars(args)}, indent=1))
+    (state_dir / "state.json").write_text(
+        json.dumps({"step": step, "elapsed_s": elapsed_s, "args": vars(args)}, indent=1)
+    )
 
 
-def load_state(state_dir: Path, model, opt) -> int:
+def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
     model.load_state_dict(load_file(state_dir / "model.safetensors"))
     moments = load_file(state_dir / "optimizer.safetensors")
-    step = json.loads((state_dir / "state.json").read_text())["step"]
+    state = json.loads((state_dir / "state.json").read_text())
+    step = state["step"]
     for i, p in enumerate(model.parameters()):
         if f"{i}.exp_avg" in moments:
             opt.state[p] = {
@@ -98,7 +101,7 @@ def load_state(state_dir: Path, model, opt) -> int:
                 "exp_avg": moments[f"{i}.exp_avg"],
                 "exp_avg_sq": moments[f"{i}.exp_avg_sq"],
             }
-    return step
+    return step, state.get("elapsed_s", 0.0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,6 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     torch.manual_seed(args.seed)
+    # Adam's second moments of rarely used embedding rows decay into denormal floats, which made
+    # CPU steps several times slower as training went on.
+    torch.set_flush_denormal(True)
     tokenizer = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
     cfg = ModelConfig(
         vocab_size=len(tokenizer),
@@ -134,34 +140,43 @@ def main(argv: list[str] | None = None) -> None:
     model = DiffusionTransformer(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state_dir = Path(args.state)
-    start = load_state(state_dir, model, opt) if args.resume else 0
+    start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
     held_out = {p.prompt for p in make_split("test", 1000)}
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{n_params / 1e6:.1f}M parameters, vocab {cfg.vocab_size}, from step {start} to {args.steps}")
+    print(
+        f"{n_params / 1e6:.1f}M parameters, vocab {cfg.vocab_size}, step {start} of {args.steps}, "
+        f"{elapsed / 60:.1f} of {args.minutes:g} minutes used"
+    )
 
-    deadline = time.monotonic() + args.minutes * 60
+    # The learning-rate schedule runs on whichever ends first, steps or the time budget, so a
+    # slower machine still finishes its cosine decay inside the budget.
+    budget_s = args.minutes * 60
+    t0 = time.monotonic() - elapsed
+    done, ema = start, None
     bar = tqdm(range(start, args.steps), initial=start, total=args.steps, desc="train")
-    step, ema = start, None
     for step in bar:
+        progress = max(step / args.steps, (time.monotonic() - t0) / budget_s)
+        if progress >= 1:
+            print(f"time budget of {args.minutes:g} min reached at step {step}")
+            break
         rng = random.Random(args.seed * 1_000_003 + step)
         gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
         ids, key_mask, width = make_batch(tokenizer, rng, args.batch, held_out)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            g["lr"] = lr_at(step, progress, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = diffusion_loss(model, ids, key_mask, width, cfg.mask_token_id, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        done = step + 1
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
         bar.set_postfix(loss=f"{ema:.3f}", lr=f"{opt.param_groups[0]['lr']:.1e}")
-        if (step + 1) % args.save_every == 0:
-            save_state(state_dir, model, opt, step + 1, args)
-        if time.monotonic() > deadline:
-            print(f"time budget of {args.minutes} min reached at step {step + 1}")
-            break
-    save_state(state_dir, model, opt, step + 1, args)
+        if done % args.save_every == 0:
+            save_state(state_dir, model, opt, done, time.monotonic() - t0, args)
+    save_state(state_dir, model, opt, done, time.monotonic() - t0, args)
+    print(f"trained {done} steps in {(time.monotonic() - t0) / 60:.1f} minutes")
     save_own_model(model, tokenizer, Path(args.out), decode_defaults={"gen_len": GEN_LEN, "block_len": 32})
     print(f"saved {args.out}")
 

@@ -1,0 +1,193 @@
+"""Side-by-side benchmark of cache policies on held-out word problems.
+
+    python -m core.bench --policies none,entropy,dual,periodic --n 50 --json out/bench.json
+    python -m core.bench --policies none,entropy --tau 0.05,0.1,0.3,1,3 --n 50     # a tau sweep
+
+All policies run in one process on the same prompts and seed, interleaved prompt by prompt (the
+order rotates), so machine noise hits them alike. Times are the decoder's own per-step compute
+times (model + token choice + decision, device-synchronised); prompt encoding and printing are
+outside them. `ceiling` is the speedup a policy would reach if decode time were proportional to
+rows computed: rows computed by `none` / rows computed by the policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from core.decoder import DecodeConfig, generate
+from core.generate import torch_dtype
+from core.loading import chat_prompt_ids, load_model
+from core.policies import make_policy
+from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
+from core.task import Problem, extract_answer, make_split
+
+
+@dataclass(frozen=True)
+class Contender:
+    policy: str
+    params: dict
+
+    @property
+    def label(self) -> str:
+        return make_policy(self.policy, **self.params).describe()
+
+
+@dataclass
+class Tally:
+    correct: int = 0
+    same_tokens: int = 0
+    all_tokens: int = 0
+    compute_s: float = 0.0
+    decision_s: float = 0.0
+    steps: int = 0
+    full_steps: int = 0
+    rows_computed: int = 0
+    rows_full: int = 0
+    tokens: int = 0
+
+
+def run_bench(
+    model,
+    tokenizer,
+    problems: list[Problem],
+    contenders: list[Contender],
+    config: DecodeConfig,
+    warmup: int = 1,
+    progress: bool = True,
+) -> list[dict]:
+    """Decode every problem with every contender; return one result row per contender.
+
+    The first contender is the reference for `agreement`, `speedup` and `ceiling` (normally none).
+    """
+    prompts = [chat_prompt_ids(tokenizer, p.prompt) for p in problems]
+    for ids in prompts[:warmup]:  # first calls allocate and tune kernels: keep them out of the timings
+        for c in contenders:
+            generate(model, ids, make_policy(c.policy, **c.params), config)
+    tallies = [Tally() for _ in contenders]
+    order = list(range(len(contenders)))
+    for i, (problem, ids) in enumerate(tqdm(list(zip(problems, prompts)), desc="bench", disable=not progress)):
+        outputs = {}
+        for j in order[i % len(order) :] + order[: i % len(order)]:
+            last = generate(model, ids, make_policy(contenders[j].policy, **contenders[j].params), config)
+            outputs[j] = last.tokens
+            text = tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
+            _add(tallies[j], last.totals, extract_answer(text) == problem.answer)
+        for j in order:
+            tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
+            tallies[j].all_tokens += len(outputs[0])
+    return [_row(c, t, tallies[0], len(problems)) for c, t in zip(contenders, tallies)]
+
+
+def _add(t: Tally, totals, correct: bool) -> None:
+    t.correct += correct
+    t.compute_s += totals.compute_s
+    t.decision_s += totals.decision_s
+    t.steps += totals.steps
+    t.full_steps += totals.full_steps
+    t.rows_computed += totals.rows_computed
+    t.rows_full += totals.rows_full
+    t.tokens += totals.tokens
+
+
+def _row(c: Contender, t: Tally, ref: Tally, n: int) -> dict:
+    return {
+        "policy": c.policy,
+        "params": c.params,
+        "label": c.label,
+        "n": n,
+        "accuracy": t.correct / n,
+        "agreement": t.same_tokens / t.all_tokens,
+        "speedup": ref.compute_s / t.compute_s,
+        "ceiling": ref.rows_computed / t.rows_computed,
+        "rows_fraction": t.rows_computed / t.rows_full,
+        "full_steps_fraction": t.full_steps / t.steps,
+        "decision_overhead": t.decision_s / t.compute_s,
+        "tokens_per_s": t.tokens / t.compute_s,
+        "steps": t.steps,
+        "decode_s": t.compute_s,
+    }
+
+
+def contenders_from(policies: list[str], taus: list[float], k: int, prompt_every: int, response_every: int):
+    out = []
+    for name in policies:
+        if name == "entropy":
+            out += [Contender("entropy", {"tau": tau, "k": k}) for tau in taus]
+        elif name == "periodic":
+            out.append(Contender("periodic", {"prompt_every": prompt_every, "response_every": response_every}))
+        else:
+            out.append(Contender(name, {}))
+    for c in out:
+        make_policy(c.policy, **c.params)  # unknown names and bad parameters fail before any decoding
+    return out
+
+
+def format_table(rows: list[dict]) -> str:
+    cols = [
+        ("label", "policy", "{}"),
+        ("accuracy", "acc", "{:.3f}"),
+        ("agreement", "agree", "{:.3f}"),
+        ("speedup", "speedup", "{:.2f}x"),
+        ("ceiling", "ceiling", "{:.2f}x"),
+        ("rows_fraction", "rows", "{:.3f}"),
+        ("full_steps_fraction", "full", "{:.3f}"),
+        ("decision_overhead", "decision", "{:.2%}"),
+        ("tokens_per_s", "tok/s", "{:.1f}"),
+    ]
+    cells = [[h for _, h, _ in cols]] + [[fmt.format(r[k]) for k, _, fmt in cols] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "-|-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the embedded model)")
+    ap.add_argument("--policies", default="none,entropy,dual,periodic", help="comma list; the first is the reference")
+    ap.add_argument("--tau", default=str(DEFAULT_TAU), help="entropy threshold(s), comma list for a sweep")
+    ap.add_argument("-k", type=int, default=DEFAULT_K)
+    ap.add_argument("--prompt-every", type=int, default=50)
+    ap.add_argument("--response-every", type=int, default=5)
+    ap.add_argument("--n", type=int, default=50, help="held-out problems")
+    ap.add_argument("--gen-len", type=int, default=64)
+    ap.add_argument("--block", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--threshold", type=float, default=None, help="parallel decoding confidence threshold")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--json", default=None, help="write the result rows here")
+    args = ap.parse_args(argv)
+    try:
+        if not 1 <= args.n <= 1000:
+            raise ValueError(f"--n must be in [1, 1000], got {args.n}")
+        contenders = contenders_from(
+            args.policies.split(","), _floats(args.tau), args.k, args.prompt_every, args.response_every
+        )
+        config = DecodeConfig(gen_len=args.gen_len, block_len=args.block, steps=args.steps, threshold=args.threshold)
+        config.validate()
+        model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
+        rows = run_bench(model, tokenizer, make_split("test", args.n), contenders, config, warmup=args.warmup)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_table(rows))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

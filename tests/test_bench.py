@@ -1,0 +1,118 @@
+"""The benchmark harness: its rows, its reference semantics and its command line."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from conftest import tiny_model
+
+from core.bench import Contender, contenders_from, run_bench
+from core.checkpoint import save_own_model
+from core.decoder import DecodeConfig, generate
+from core.loading import chat_prompt_ids, load_model
+from core.policies import make_policy
+from core.task import ITEMS, NAMES, NUMBERS, WORDS, make_split
+from core.word_tokenizer import build_tokenizer
+
+FIELDS = {
+    "policy",
+    "params",
+    "n",
+    "accuracy",
+    "agreement",
+    "speedup",
+    "rows_fraction",
+    "full_steps_fraction",
+    "decision_overhead",
+    "tokens_per_s",
+    "ceiling",
+}
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("own")
+    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
+    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, folder)
+    return folder
+
+
+def test_rows_and_reference_semantics(saved):
+    model, tok = load_model(saved)
+    problems = make_split("test", 3)
+    contenders = [Contender("none", {}), Contender("entropy", {"tau": -math.inf, "k": 2}), Contender("dual", {})]
+    config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
+    rows = run_bench(model, tok, problems, contenders, config, warmup=0, progress=False)
+    assert [r["policy"] for r in rows] == ["none", "entropy", "dual"]
+    for r in rows:
+        assert FIELDS <= set(r) and r["n"] == 3
+        assert 0 < r["decision_overhead"] < 1 and r["tokens_per_s"] > 0
+    none, always_full, dual = rows
+    assert none["speedup"] == 1.0 and none["agreement"] == 1.0 and none["ceiling"] == 1.0
+    assert always_full["agreement"] == 1.0 and always_full["rows_fraction"] == 1.0
+    assert always_full["full_steps_fraction"] == 1.0 and always_full["accuracy"] == none["accuracy"]
+    assert dual["full_steps_fraction"] == 2 / 16  # one full step per block, 2 blocks, 16 steps per prompt
+    # agreement: the fraction of response tokens equal to the reference's, over all problems
+    same = 0
+    for p in problems:
+        ids = chat_prompt_ids(tok, p.prompt)
+        a = generate(model, ids, make_policy("none"), config).tokens
+        b = generate(model, ids, make_policy("dual"), config).tokens
+        same += sum(x == y for x, y in zip(a, b))
+    assert dual["agreement"] == same / (16 * 3)
+
+
+def test_tau_list_makes_a_sweep():
+    cs = contenders_from(["none", "entropy"], [0.1, 1.0], 3, 50, 5)
+    assert [(c.policy, c.params) for c in cs] == [
+        ("none", {}),
+        ("entropy", {"tau": 0.1, "k": 3}),
+        ("entropy", {"tau": 1.0, "k": 3}),
+    ]
+    with pytest.raises(ValueError, match="unknown policy 'fast'"):
+        contenders_from(["none", "fast"], [0.1], 2, 50, 5)
+
+
+def bench_cli(*args):
+    return subprocess.run([sys.executable, "-m", "core.bench", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_writes_table_and_json(saved, tmp_path):
+    out = tmp_path / "rows.json"
+    res = bench_cli(
+        "--model",
+        str(saved),
+        "--policies",
+        "none,entropy",
+        "--tau",
+        "0.5,2",
+        "--n",
+        "2",
+        "--gen-len",
+        "16",
+        "--block",
+        "8",
+        "--json",
+        str(out),
+    )
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())
+    assert [r["label"] for r in rows] == ["none", "entropy(tau=0.5, k=2)", "entropy(tau=2.0, k=2)"]
+    assert all(FIELDS <= set(r) for r in rows)
+    assert "entropy(tau=2.0, k=2)" in res.stdout and "speedup" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--n", "0"], "--n must be in [1, 1000]"),
+        (["--policies", "none,magic"], "unknown policy 'magic'"),
+        (["--gen-len", "20", "--block", "8"], "not a multiple of block_len"),
+        (["--tau", "nan"], "tau must be a number"),
+    ],
+)
+def test_cli_bad_input(saved, args, message):
+    res = bench_cli("--model", str(saved), *args)
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
