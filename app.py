@@ -1,0 +1,54 @@
+"""Start the EntropyCache demo: python app.py [--host H] [--port P] [--model DIR ...] [--share].
+
+It serves the embedded model on the CPU, and LLaDA-8B-Instruct / Dream-7B-Instruct on a GPU when
+one is present. Extra local checkpoint folders come from --model or ENTROPYCACHE_MODELS (os.pathsep
+separated); visitors only pick from that list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from app.gpu import default_concurrency, is_zero_gpu, share_cpu_threads
+from app.models import build_registry, extra_dirs_from_env
+from app.ui import build_demo, launch
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    ap.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    ap.add_argument("--model", action="append", default=[], metavar="DIR",
+                    help="an extra local checkpoint folder to offer (repeatable)")
+    ap.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
+    ap.add_argument("--concurrency", type=int, default=None, help="races at once (default: one per GPU, 2 on CPU)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # ZeroGPU loads every model at startup and lends each run a whole GPU slice: keep them all resident.
+    max_gpu_models = 8 if is_zero_gpu() else 1
+    try:
+        registry = build_registry([*args.model, *extra_dirs_from_env()], max_gpu_models=max_gpu_models)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    # The embedded model is small: load it now, so the first visitor does not wait. On ZeroGPU every
+    # model must be loaded at startup, outside the GPU function (weights then follow it onto the GPU).
+    registry.preload(None if is_zero_gpu() else registry.labels[:1])
+    concurrency = args.concurrency or default_concurrency()
+    share_cpu_threads(concurrency)
+    demo = build_demo(registry, concurrency=concurrency)
+    url = launch(demo, args.host, args.port, args.share)
+    print(f"EntropyCache demo running at {url}", flush=True)
+    if demo.share_url:
+        print(f"public link: {demo.share_url}", flush=True)
+    demo.block_thread()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""GPU plumbing that must work with and without Hugging Face's `spaces` package.
+
+On a ZeroGPU Space, `spaces.GPU` attaches a GPU only while the decorated function runs; elsewhere the
+package is absent (or a no-op) and functions run as they are.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+try:
+    import spaces  # type: ignore[import-not-found]
+except ImportError:  # not on a Space: nothing to decorate with
+    spaces = None
+
+F = TypeVar("F", bound=Callable)
+CPU_CONCURRENCY = 2  # the embedded model is small: two races at once share the cores well enough
+GPU_DURATION_S = 120  # ZeroGPU's upper bound for one race (the allocation is released when it ends)
+
+
+def on_gpu(fn: F) -> F:
+    """`fn` decorated with spaces.GPU when the package is there, else `fn` itself."""
+    return spaces.GPU(duration=GPU_DURATION_S)(fn) if spaces is not None else fn
+
+
+def is_zero_gpu() -> bool:
+    return spaces is not None and bool(os.environ.get("SPACES_ZERO_GPU"))
+
+
+def default_concurrency() -> int:
+    """One race per GPU (a race holds its GPU for its whole length), or CPU_CONCURRENCY without one."""
+    if torch.cuda.is_available():
+        return max(1, torch.cuda.device_count())
+    return CPU_CONCURRENCY
+
+
+def share_cpu_threads(concurrency: int) -> None:
+    """Without a GPU, split the cores between the races that may run at once. Oversubscribed OpenMP
+    threads spin against each other, which can make every step many times slower (and noisier)."""
+    if not torch.cuda.is_available():
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, concurrency)))
+
+
+def free_memory() -> None:
+    """Return what a finished or cancelled race held (its KV caches) to the allocator and the device."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,147 @@
+"""The models a visitor may pick: a fixed server-side list, each loaded once and cached.
+
+The embedded model is always there (on the CPU). LLaDA-8B-Instruct and Dream-7B-Instruct are offered
+when a GPU is present. Further local checkpoint folders come only from the operator: the `--model`
+flag of app.py or the ENTROPYCACHE_MODELS variable (folders separated by os.pathsep). A visitor picks
+a label from a dropdown; no path a visitor sends is ever opened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from core.loading import EMBEDDED, load_model
+from core.task import make_split
+
+ENV_MODELS = "ENTROPYCACHE_MODELS"
+EMBEDDED_LABEL = "wordproblems-diffusion (embedded, CPU)"
+HUB_MODELS = {  # label -> (core alias, decode defaults suited to an interactive demo)
+    "LLaDA-8B-Instruct (GPU)": ("llada", 128, 32),
+    "Dream-7B-Instruct (GPU)": ("dream", 128, 32),
+}
+CHAT_EXAMPLES = (
+    "Lily can run 12 kilometers per hour for 4 hours. After that, she runs 6 kilometers per hour. "
+    "How many kilometers can she run in 8 hours?",
+    "A baker makes 48 rolls and sells three quarters of them. How many rolls are left? Think step by step.",
+    "Explain in two sentences why a diffusion language model can decode several tokens at once.",
+    "Write a four-line poem about a cache that forgets.",
+)
+
+
+def word_problem_examples(n: int = 4) -> tuple[str, ...]:
+    """Held-out problems: the embedded model never trained on them."""
+    return tuple(p.prompt for p in make_split("test", n))
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    label: str
+    source: str  # what core.loading.load_model receives: 'embedded', an alias or a local folder
+    device: str  # 'cpu' or 'cuda'
+    gen_len: int
+    block_len: int
+    examples: tuple[str, ...]
+
+
+class ModelRegistry:
+    """Labels -> models, loaded on first use and cached; at most `max_gpu_models` GPU models resident."""
+
+    def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1) -> None:
+        self._choices = {c.label: c for c in choices}
+        self.max_gpu_models = max_gpu_models
+        self._loaded: dict[str, tuple[object, object]] = {}
+        # One lock per model: two visitors never load the same 8B model twice, and nobody using the
+        # embedded model waits while a big one loads. GPU loads also share one lock (one resident at a time).
+        self._locks = {c.label: threading.Lock() for c in choices}
+        self._gpu_lock = threading.Lock()
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self._choices)
+
+    def choice(self, label: str) -> ModelChoice:
+        if label not in self._choices:
+            raise ValueError(f"Unknown model {label!r}; choose one of: {', '.join(self._choices)}.")
+        return self._choices[label]
+
+    def is_loaded(self, label: str) -> bool:
+        return label in self._loaded
+
+    def get(self, label: str) -> tuple[object, object]:
+        """(model, tokenizer) for a label, loading it the first time it is asked for."""
+        choice = self.choice(label)
+        with self._locks[label]:
+            if label not in self._loaded:
+                if choice.device == "cuda":
+                    with self._gpu_lock:
+                        self._evict_gpu_models()
+                        self._loaded[label] = load_model(choice.source, device=choice.device)
+                else:
+                    self._loaded[label] = load_model(choice.source, device=choice.device)
+            return self._loaded[label]
+
+    def preload(self, labels: Sequence[str] | None = None) -> None:
+        for label in labels if labels is not None else self.labels:
+            self.get(label)
+
+    def _evict_gpu_models(self) -> None:
+        # Two 8B models do not fit next to each other on every GPU: the oldest loaded makes room for the
+        # one asked for now. A race still using an evicted model keeps it alive until that race ends.
+        on_gpu = [k for k in self._loaded if self._choices[k].device == "cuda"]  # oldest first
+        for label in on_gpu[: max(0, len(on_gpu) - self.max_gpu_models + 1)]:
+            del self._loaded[label]
+        torch.cuda.empty_cache()
+
+
+def _decode_defaults(folder: Path) -> tuple[int, int, bool]:
+    """(gen_len, block_len, is a word-problem model) from a checkpoint's config.json, without loading it."""
+    raw = json.loads((folder / "config.json").read_text())
+    d = raw.get("decode_defaults", {})
+    ours = raw.get("model_type") == "entropycache-dlm"
+    return int(d.get("gen_len", 64 if ours else 128)), int(d.get("block_len", 32)), ours
+
+
+def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelChoice:
+    path = Path(folder).expanduser().resolve()
+    if not (path / "config.json").is_file():
+        raise ValueError(f"model folder {str(folder)!r} has no config.json")
+    gen_len, block_len, ours = _decode_defaults(path)
+    examples = word_problem_examples() if ours else CHAT_EXAMPLES
+    return ModelChoice(label, str(path), device, gen_len, block_len, examples)
+
+
+def extra_dirs_from_env() -> list[str]:
+    return [d for d in os.environ.get(ENV_MODELS, "").split(os.pathsep) if d.strip()]
+
+
+def build_registry(
+    extra_dirs: Sequence[str] = (),
+    embedded: str | os.PathLike | None = None,
+    cuda: bool | None = None,
+    max_gpu_models: int = 1,
+) -> ModelRegistry:
+    """The fixed list of choices. `embedded` overrides the shipped model's folder (tests, development)."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    device = "cuda" if cuda else "cpu"
+    choices = [local_choice(embedded or EMBEDDED, EMBEDDED_LABEL, "cpu")]
+    if cuda:
+        for label, (alias, gen_len, block_len) in HUB_MODELS.items():
+            choices.append(ModelChoice(label, alias, "cuda", gen_len, block_len, CHAT_EXAMPLES))
+    for folder in dict.fromkeys(extra_dirs):  # the same folder twice is one choice
+        label = _unique(f"{Path(folder).resolve().name} (local, {device.upper()})", [c.label for c in choices])
+        choices.append(local_choice(folder, label, device))
+    return ModelRegistry(choices, max_gpu_models)
+
+
+def _unique(label: str, taken: list[str]) -> str:
+    n, out = 2, label
+    while out in taken:
+        out, n = f"{label} #{n}", n + 1
+    return out

@@ -1,0 +1,138 @@
+"""What a visitor may ask for: every control's bounds, and validation of a run's raw inputs.
+
+The UI sliders use these bounds, and the handler checks them again, because the HTTP API accepts any
+value a client sends. Nothing is clamped or rounded silently: a bad value is a ValueError whose
+message the UI shows as is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from core.decoder import DecodeConfig
+from core.policies import POLICIES, CachePolicy, make_policy
+from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
+
+MAX_PROMPT_CHARS = 2000
+OURS = "entropy"  # the policy of the right-hand panel; the left-hand one is the visitor's pick
+DEFAULT_COMPARED = "none"
+
+
+@dataclass(frozen=True)
+class Bound:
+    label: str
+    low: float
+    high: float
+    default: float
+    integer: bool = False
+    info: str = ""
+
+
+BOUNDS: dict[str, Bound] = {
+    "tau": Bound("tau (entropy threshold, nats)", 0.0, 12.0, DEFAULT_TAU, info="above it: full recompute next step"),
+    "k": Bound("k (recent rows recomputed)", 0, 64, DEFAULT_K, integer=True),
+    "gen_len": Bound("gen length", 1, 512, 64, integer=True, info="tokens generated"),
+    "block_len": Bound("block length", 1, 512, 32, integer=True, info="must divide gen length"),
+    "steps": Bound("steps", 0, 512, 0, integer=True, info="0: one token per step"),
+    "threshold": Bound("parallel-decoding threshold", 0.0, 1.0, 0.0, info="0: off; else unmask all above it"),
+    "temperature": Bound("temperature", 0.0, 2.0, 0.0, info="0: greedy"),
+    "seed": Bound("seed", 0, 2**31 - 1, 0, integer=True),
+}
+
+
+def compared_policies() -> list[str]:
+    """Every registered policy but ours, 'none' (the exact baseline) first."""
+    rest = sorted(name for name in POLICIES if name not in (OURS, DEFAULT_COMPARED))
+    return [DEFAULT_COMPARED, *rest] if DEFAULT_COMPARED in POLICIES else rest
+
+
+@dataclass(frozen=True)
+class RunParams:
+    prompt: str
+    model: str
+    policy: str  # the compared side's policy
+    tau: float
+    k: int
+    gen_len: int
+    block_len: int
+    steps: int  # 0: one token per step
+    threshold: float  # 0: off
+    temperature: float
+    seed: int
+
+    def decode_config(self) -> DecodeConfig:
+        return DecodeConfig(
+            gen_len=self.gen_len,
+            block_len=self.block_len,
+            steps=self.steps or None,
+            threshold=self.threshold or None,
+            temperature=self.temperature,
+            seed=self.seed,
+        )
+
+    def make_policies(self) -> tuple[CachePolicy, CachePolicy]:
+        """(compared, ours): fresh objects, since policies keep per-decode state."""
+        return make_policy(self.policy), make_policy(OURS, tau=self.tau, k=self.k)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_number(name: str, value: object) -> float | int:
+    """The value of control `name` if it is a finite number inside its bounds, else ValueError."""
+    b = BOUNDS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{b.label} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{b.label} must be a finite number, got {value!r}")
+    if b.integer and not float(value).is_integer():
+        raise ValueError(f"{b.label} must be a whole number, got {value!r}")
+    if not b.low <= value <= b.high:
+        raise ValueError(f"{b.label} must be between {b.low:g} and {b.high:g}, got {value:g}")
+    return int(value) if b.integer else float(value)
+
+
+def check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("Please enter a prompt: it is empty.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
+    return prompt.strip()
+
+
+def parse_params(
+    prompt: object,
+    model: object,
+    policy: object,
+    *,
+    models: list[str],
+    **numbers: object,
+) -> RunParams:
+    """Validate one run's raw inputs (as the UI or an API client sent them) into RunParams."""
+    text = check_prompt(prompt)
+    if model not in models:
+        raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
+    if policy not in compared_policies():
+        raise ValueError(f"Unknown policy {policy!r}; choose one of: {', '.join(compared_policies())}.")
+    missing = sorted(set(BOUNDS) - set(numbers))
+    extra = sorted(set(numbers) - set(BOUNDS))
+    if missing or extra:
+        raise ValueError(f"bad controls: missing {missing}, unknown {extra}")
+    values = {name: check_number(name, numbers[name]) for name in BOUNDS}
+    params = RunParams(prompt=text, model=str(model), policy=str(policy), **values)
+    _check_shape(params)
+    return params
+
+
+def _check_shape(p: RunParams) -> None:
+    """The relations between controls, in the visitor's words (DecodeConfig.validate says the same in ours)."""
+    if p.block_len > p.gen_len or p.gen_len % p.block_len:
+        raise ValueError(f"block length ({p.block_len}) must divide gen length ({p.gen_len}).")
+    n_blocks = p.gen_len // p.block_len
+    if p.steps and (p.steps < n_blocks or p.steps > p.gen_len or p.steps % n_blocks):
+        raise ValueError(
+            f"steps ({p.steps}) must be 0 or a multiple of the number of blocks ({n_blocks}) between "
+            f"{n_blocks} and gen length ({p.gen_len})."
+        )
+    p.decode_config().validate()

@@ -1,0 +1,103 @@
+"""A fair race between decoders: interleave their step generators on one shared compute clock.
+
+Each lane's clock is the sum of its steps' compute time, which the decoder measures around each
+step on its own (device-synchronised). The race always advances the lane whose clock is behind, so
+the lanes move as if they ran side by side on separate identical devices: the cheaper decoder
+visibly pulls ahead and finishes first, and the speedup shown is the measured one. Time spent here
+or by the caller between steps (rendering, plotting, network) is never on any clock.
+
+Snapshots come at most every `throttle_s` of wall time (plus one when a lane finishes and one at
+the end), so the caller can render each one without slowing the decoders much. No gradio here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from core.events import StepEvent
+
+
+@dataclass
+class Lane:
+    name: str
+    events: list[StepEvent] = field(default_factory=list)
+    clock: float = 0.0  # summed compute_s of the steps taken so far
+    done: bool = False
+    finish_rank: int | None = None  # 1 for the lane that finished first
+
+    @property
+    def last(self) -> StepEvent | None:
+        return self.events[-1] if self.events else None
+
+    @property
+    def decoded(self) -> int:
+        """Positions unmasked by steps so far (not the tail an end-of-text fills in)."""
+        return sum(len(e.unmasked) for e in self.events)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    lanes: tuple[Lane, ...]  # copies: a snapshot never changes after it is yielded
+    stepped: int  # index of the lane that took the latest step
+    finished: bool  # every lane is done
+
+    @property
+    def clock(self) -> float:
+        """The shared clock: how far the race has got, in compute seconds."""
+        return min((lane.clock for lane in self.lanes if not lane.done), default=max(la.clock for la in self.lanes))
+
+
+def _copy(lane: Lane) -> Lane:
+    return Lane(lane.name, list(lane.events), lane.clock, lane.done, lane.finish_rank)
+
+
+def race(
+    decoders: Sequence[Iterator[StepEvent]],
+    names: Sequence[str],
+    throttle_s: float = 0.0,
+    should_stop: Callable[[], bool] = lambda: False,
+    wall_clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[Snapshot]:
+    """Step the decoders fairly; yield Snapshots. Closing this generator closes every decoder.
+
+    throttle_s=0 yields after every step. `should_stop` is polled before each step: when it turns
+    true the race ends without a further snapshot (the caller asked to cancel).
+    """
+    if len(decoders) != len(names) or not decoders:
+        raise ValueError("one name per decoder, at least one decoder")
+    lanes = [Lane(name) for name in names]
+    last_emit = None
+    finished_order = 0
+    try:
+        while not all(lane.done for lane in lanes):
+            if should_stop():
+                return
+            i = min((j for j, lane in enumerate(lanes) if not lane.done), key=lambda j: lanes[j].clock)
+            just_finished = _advance(lanes[i], decoders[i])
+            if just_finished:
+                finished_order += 1
+                lanes[i].finish_rank = finished_order
+            now = wall_clock()
+            end = all(lane.done for lane in lanes)
+            if just_finished or end or last_emit is None or now - last_emit >= throttle_s:
+                last_emit = now
+                yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end)
+    finally:
+        for d in decoders:
+            close = getattr(d, "close", None)
+            if close is not None:
+                close()
+
+
+def _advance(lane: Lane, decoder: Iterator[StepEvent]) -> bool:
+    """Take one step of a lane; True if that finished it."""
+    event = next(decoder, None)
+    if event is None:  # a decoder that ends without a done event still ends
+        lane.done = True
+        return True
+    lane.events.append(event)
+    lane.clock += event.compute_s
+    lane.done = bool(event.done)
+    return lane.done

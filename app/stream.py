@@ -1,0 +1,142 @@
+"""From a validated run to a stream of rendered updates: decode (race) on one side, render on the other.
+
+`race_snapshots` is the only part that touches the model (on a GPU it is the part that runs inside
+the GPU allocation); `Renderer` turns snapshots into HTML and figures. Data flows one way: the
+decoder yields events, this module only reads them. No gradio here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from app.params import RunParams
+from app.plots import entropy_figure, rows_figure
+from app.race import Lane, Snapshot, race
+from app.speed import banner_html, speed_html, speedup, summary_rows
+from app.text_view import TokenText, render_text
+from app.trace import TRACE_DIR, trace_dict, write_trace
+from core.decoder import DecodeConfig, decode
+from core.loading import chat_prompt_ids
+from core.policies import make_policy
+
+DEFAULT_THROTTLE_S = 0.25  # at most ~4 renders a second: plotting must not slow the decoders down
+SIDES = ("Left: compared", "Right: EntropyCache")
+
+
+@dataclass(frozen=True)
+class LaneView:
+    speed_html: str
+    text_html: str
+    entropy_fig: go.Figure
+    rows_fig: go.Figure
+    tokens: list[int]  # the response as the last step left it (mask id where masked)
+
+
+@dataclass(frozen=True)
+class Final:
+    texts: tuple[str, str]
+    summary: list[list]
+    trace_path: Path
+
+
+@dataclass(frozen=True)
+class Update:
+    banner_html: str
+    lanes: tuple[LaneView, LaneView]
+    final: Final | None = None  # only on the last update of a race that ran to the end
+
+
+def prompt_ids_for(model, tokenizer, params: RunParams) -> list[int]:
+    """The chat-formatted prompt, refused with a clear message if it leaves no room for the response."""
+    ids = chat_prompt_ids(tokenizer, params.prompt)
+    limit = model.config.max_seq_len
+    if len(ids) + params.gen_len > limit:
+        raise ValueError(
+            f"The prompt ({len(ids)} tokens) plus gen length ({params.gen_len}) exceed this model's "
+            f"{limit} positions; shorten one of them."
+        )
+    return ids
+
+
+def warm_up(model, tokenizer) -> None:
+    """One tiny decode (a full step, then a partial one), so that one-time costs (allocations, kernel
+    selection, lazily built tables) land on neither lane's clock: the lane stepped first would pay them."""
+    ids = chat_prompt_ids(tokenizer, "warm up")
+    policy = make_policy("entropy", tau=float("inf"))
+    for _ in decode(model, ids, policy, DecodeConfig(gen_len=8, block_len=8, steps=2)):
+        pass
+
+
+def race_snapshots(
+    model, tokenizer, params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Snapshot]:
+    """Both decoders on the same prompt, seed and settings, raced fairly (see app/race.py)."""
+    ids = prompt_ids_for(model, tokenizer, params)
+    config = params.decode_config()
+    compared, ours = params.make_policies()
+    decoders = [decode(model, ids, compared, config), decode(model, ids, ours, config)]
+    yield from race(decoders, (compared.describe(), ours.describe()), throttle_s, should_stop)
+
+
+class Renderer:
+    """Snapshots -> Updates for one run; a lane that has not moved since the last update is not redrawn."""
+
+    def __init__(self, model, tokenizer, params: RunParams, trace_dir: Path = TRACE_DIR) -> None:
+        cfg = model.config
+        self.params = params
+        self.prompt_ids = prompt_ids_for(model, tokenizer, params)
+        self.length = len(self.prompt_ids) + params.gen_len
+        self.max_steps = params.steps or params.gen_len
+        self.n_layers = cfg.n_layers
+        self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
+        self.policies = tuple(p.describe() for p in params.make_policies())
+        self.trace_dir = trace_dir
+        self._cache: dict[int, tuple[int, int, LaneView]] = {}
+
+    def update(self, snap: Snapshot) -> Update:
+        base, ours = snap.lanes
+        views = (self._lane(0, base), self._lane(1, ours))
+        final = self.final(snap) if snap.finished else None
+        return Update(banner_html(base, ours), views, final)
+
+    def empty(self, message: str) -> Update:
+        """Before the first step: all masks, empty plots, a message in the banner."""
+        lanes = (Lane(self.policies[0]), Lane(self.policies[1]))
+        return Update(banner_html(*lanes, message=message), (self._lane(0, lanes[0]), self._lane(1, lanes[1])))
+
+    def _lane(self, i: int, lane: Lane) -> LaneView:
+        key = (len(lane.events), lane.finish_rank or 0)
+        cached = self._cache.get(i)
+        if cached and cached[:2] == key:
+            return cached[2]
+        view = LaneView(
+            speed_html=speed_html(lane, SIDES[i], self.policies[i]),
+            text_html=render_text(lane.last, self.text, self.params.gen_len),
+            entropy_fig=entropy_figure(lane.events, self.params.tau, self.max_steps, f"Entropy: {self.policies[i]}"),
+            rows_fig=rows_figure(lane.events, self.n_layers, self.max_steps, self.length, len(self.prompt_ids)),
+            tokens=list(lane.last.tokens) if lane.last else [],
+        )
+        self._cache[i] = (*key, view)
+        return view
+
+    def final(self, snap: Snapshot) -> Final:
+        base, ours = snap.lanes
+        texts = tuple(self.text.response(la.last.tokens, la.last.totals.tokens) for la in (base, ours))
+        data = trace_dict(self.params.to_dict(), self.prompt_ids, (base, ours), self.policies, texts,
+                          speedup(base, ours))
+        return Final(texts, summary_rows(base, ours, self.policies), write_trace(data, self.trace_dir))
+
+
+def stream_race(
+    model, tokenizer, params: RunParams, *, throttle_s: float = DEFAULT_THROTTLE_S,
+    should_stop: Callable[[], bool] = lambda: False, trace_dir: Path = TRACE_DIR,
+) -> Iterator[Update]:
+    """One rendered Update per snapshot of the race; the last one carries the Final results."""
+    renderer = Renderer(model, tokenizer, params, trace_dir)
+    for snap in race_snapshots(model, tokenizer, params, throttle_s, should_stop):
+        yield renderer.update(snap)

@@ -1,0 +1,243 @@
+"""The Gradio app: layout, and the handlers that validate input and stream a race into the panels.
+
+Handlers turn every expected failure (bad input, a prompt too long for the model, out of GPU memory)
+into gr.Error with a plain message; anything unexpected reaches the visitor as Gradio's generic
+error, never as a stack trace (show_error stays off).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+import torch
+
+from app.gpu import default_concurrency, free_memory, on_gpu
+from app.models import ModelRegistry
+from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, RunParams, compared_policies, parse_params
+from app.race import Snapshot
+from app.sessions import RunBoard
+from app.speed import CSS as SPEED_CSS
+from app.speed import SUMMARY_HEADERS
+from app.stream import DEFAULT_THROTTLE_S, SIDES, Renderer, Update, race_snapshots, warm_up
+from app.text_view import CSS as TEXT_CSS
+
+CSS = TEXT_CSS + SPEED_CSS
+STOPPED = '<div class="ec-banner">Stopped.</div>'
+CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
+INTRO = """# EntropyCache: a decode race
+Two decoders unmask the same prompt with the same seed. **Left:** the policy you compare against
+(default: no cache, every step recomputes every row). **Right:** EntropyCache, which recomputes the
+whole cache only after a step that decoded an uncertain token (max entropy above *tau*).
+They advance on one shared clock of measured compute time, so the faster one finishes first."""
+
+
+class Handlers:
+    def __init__(self, registry: ModelRegistry, board: RunBoard, throttle_s: float) -> None:
+        self.registry = registry
+        self.board = board
+        self.throttle_s = throttle_s
+        self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
+        self.gpu_snapshots = on_gpu(self.snapshots)  # decorated once, at build time, as ZeroGPU wants
+
+    def snapshots(self, label: str, params: RunParams, stop_key: str) -> Iterator[Snapshot]:
+        """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures."""
+        model, tokenizer = self.registry.get(label)
+        if model not in self._warm:
+            warm_up(model, tokenizer)
+            self._warm.add(model)
+        flag = self.board.flag(stop_key)
+        should_stop = flag.is_set if flag is not None else (lambda: False)
+        try:
+            yield from race_snapshots(model, tokenizer, params, self.throttle_s, should_stop)
+        finally:
+            free_memory()
+
+    def run(
+        self, prompt: str, model: str, policy: str, tau: float, k: float, gen_len: float, block_len: float,
+        steps: float, threshold: float, temperature: float, seed: float, request: gr.Request = None,
+    ) -> Iterator[tuple]:
+        """Validate, then stream the race: one output tuple per throttled snapshot, the last one with results."""
+        numbers = dict(zip(CONTROL_NAMES, (tau, k, gen_len, block_len, steps, threshold, temperature, seed)))
+        try:
+            params = parse_params(prompt, model, policy, models=self.registry.labels, **numbers)
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+        key, flag = self.board.begin(getattr(request, "session_hash", None))
+        try:
+            yield from self._stream(params, key)
+            if flag.reason == "stop":  # said last, so no update rendered while stopping can overwrite it
+                yield banner_only("Stopped.", clear_final=False)
+        except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
+            raise gr.Error(str(e), print_exception=False) from None
+        except torch.OutOfMemoryError:
+            raise gr.Error("Out of GPU memory: try a shorter gen length or prompt.", print_exception=False) from None
+        finally:
+            self.board.end(key, flag)
+
+    def _stream(self, params: RunParams, key: str) -> Iterator[tuple]:
+        choice = self.registry.choice(params.model)
+        if not self.registry.is_loaded(params.model):
+            yield banner_only(f"Loading {choice.label} (the first run of a model takes a while)...")
+        model, tokenizer = self.registry.get(params.model)
+        renderer = Renderer(model, tokenizer, params)
+        yield outputs(renderer.empty("Starting..."), clear_final=True)
+        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
+        with closed_after(run(params.model, params, key)) as snapshots:  # decoders freed even if cancelled
+            for snap in snapshots:
+                yield outputs(renderer.update(snap))  # rendering happens here, between steps, off the clocks
+
+    def stop(self, request: gr.Request = None) -> str:
+        # Gradio's own cancel (cancels=[run_event]) may already have closed the run; the flag covers a
+        # run caught mid-step, which Gradio cannot close.
+        self.board.cancel(getattr(request, "session_hash", None))
+        return STOPPED
+
+    def cancel_previous(self, request: gr.Request = None) -> None:
+        """Runs before a new Run is queued, so a run in flight stops even while the new one waits for a slot."""
+        self.board.cancel(getattr(request, "session_hash", None), reason="replaced")
+
+    def on_model(self, label: str) -> tuple:
+        c = self.registry.choice(label)
+        return gr.Dataset(samples=[[e] for e in c.examples]), c.examples[0], c.gen_len, c.block_len
+
+    def pick_example(self, index: int | None, label: str) -> Any:
+        examples = self.registry.choice(label).examples
+        return examples[index] if index is not None and 0 <= index < len(examples) else gr.skip()
+
+
+@contextmanager
+def closed_after(iterator: Iterator) -> Iterator[Iterator]:
+    """Like contextlib.closing, for iterators that may lack close() (a wrapped GPU generator, say)."""
+    try:
+        yield iterator
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+
+
+def banner_only(message: str, clear_final: bool = True) -> tuple:
+    """Only the banner changes (and the previous run's results are cleared, if asked)."""
+    finals = ("", "", None, None) if clear_final else (gr.skip(),) * 4
+    return (f'<div class="ec-banner">{message}</div>', *(gr.skip(),) * 8, *finals)
+
+
+def outputs(update: Update, clear_final: bool = False) -> tuple:
+    """An Update as the tuple of component values: banner, 2 x 4 lane parts, 2 final texts, summary, trace."""
+    lanes = [x for v in update.lanes for x in (v.speed_html, v.text_html, v.entropy_fig, v.rows_fig)]
+    if update.final is not None:
+        f = update.final
+        finals = (*f.texts, pd.DataFrame(f.summary, columns=SUMMARY_HEADERS), str(f.trace_path))
+    elif clear_final:
+        finals = ("", "", None, None)
+    else:
+        finals = (gr.skip(),) * 4
+    return (update.banner_html, *lanes, *finals)
+
+
+def _control(name: str, value: float | None = None) -> gr.Slider:
+    """A slider with the bounds the handler enforces again (integers are checked there, not rounded here)."""
+    b = BOUNDS[name]
+    step = 1 if b.integer else 0.01
+    value = b.default if value is None else value
+    return gr.Slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None, elem_id=f"ctl-{name}")
+
+
+@dataclass
+class Inputs:
+    prompt: gr.Textbox
+    examples: gr.Dataset
+    model: gr.Dropdown
+    policy: gr.Dropdown
+    run: gr.Button
+    stop: gr.Button
+    controls: dict[str, gr.Slider]  # by BOUNDS name
+
+    def for_run(self) -> list[gr.components.Component]:
+        """In the order of Handlers.run's parameters."""
+        return [self.prompt, self.model, self.policy, *(self.controls[name] for name in CONTROL_NAMES)]
+
+
+def _inputs(registry: ModelRegistry) -> Inputs:
+    first = registry.choice(registry.labels[0])
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(first.examples[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
+                                elem_id="prompt")
+            examples = gr.Dataset(components=[prompt], samples=[[e] for e in first.examples], type="index",
+                                  label="Example prompts for this model", elem_id="examples")
+        with gr.Column(scale=2):
+            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
+            policy = gr.Dropdown(compared_policies(), value=DEFAULT_COMPARED, label="Compared policy (left panel)")
+            with gr.Row():
+                run = gr.Button("Run", variant="primary", elem_id="run-btn")
+                stop = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+    defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
+    with gr.Accordion("Controls", open=True):
+        controls = {}
+        for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
+            with gr.Row():
+                controls.update({name: _control(name, defaults.get(name)) for name in row})
+    return Inputs(prompt, examples, model, policy, run, stop, controls)
+
+
+def _race_panels() -> tuple[gr.HTML, list[gr.components.Component]]:
+    """The banner, then per side: speed panel, text, entropy trace, recomputed-rows heatmaps."""
+    banner = gr.HTML('<div class="ec-banner">Press Run to start the race.</div>', elem_id="banner")
+    panels = []
+    with gr.Row(equal_height=False):
+        for i, side in enumerate(SIDES):
+            with gr.Column(elem_id=f"lane-{i}"):
+                panels += [
+                    gr.HTML(elem_id=f"speed-{i}"),
+                    gr.HTML(label=f"{side}: text", elem_id=f"text-{i}"),
+                    gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{i}"),
+                    gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{i}"),
+                ]
+    return banner, panels
+
+
+def _results() -> list[gr.components.Component]:
+    """Final texts side by side, the summary table, the trace download."""
+    gr.Markdown("### Result")
+    with gr.Row():
+        finals = [gr.Textbox(label=f"{side}: final text", lines=3, interactive=False) for side in SIDES]
+    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False)
+    trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
+    return [*finals, summary, trace]
+
+
+def build_demo(
+    registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int | None = None
+) -> gr.Blocks:
+    """The app, queued with `concurrency` races at once (default: one per GPU, or two on a CPU)."""
+    h = Handlers(registry, RunBoard(), throttle_s)
+    with gr.Blocks(title="EntropyCache decode race") as demo:
+        gr.Markdown(INTRO)
+        ins = _inputs(registry)
+        banner, panels = _race_panels()
+        outs = [banner, *panels, *_results()]  # the order of `outputs(update)`
+        # A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
+        # busy), then queues the new one; "multiple" lets Run through while the old run is still pending.
+        cancel_old = ins.run.click(h.cancel_previous, None, None, queue=False, trigger_mode="multiple",
+                                   api_visibility="private")
+        run_event = cancel_old.then(h.run, ins.for_run(), outs, api_name="run", trigger_mode="multiple")
+        ins.stop.click(h.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
+        per_model = [ins.examples, ins.prompt, ins.controls["gen_len"], ins.controls["block_len"]]
+        ins.model.change(h.on_model, ins.model, per_model, api_visibility="private")
+        ins.examples.click(h.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+    demo.queue(default_concurrency_limit=concurrency or default_concurrency())
+    return demo
+
+
+def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int | None = None, share: bool = False) -> str:
+    """Start serving in the background; returns the local URL. (CSS goes here: Gradio 6 takes it at launch.)"""
+    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, css=CSS,
+                show_error=False, quiet=True)
+    return demo.local_url

@@ -1,0 +1,338 @@
+"""The app's pure parts, on CPU: fair race, streaming vs a direct core decode, validation, HTML, models, cancel.
+
+The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint folder of the same format.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import types
+from types import SimpleNamespace
+
+import plotly.graph_objects as go
+import pytest
+import torch
+
+import app.gpu
+import app.models
+from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
+from app.params import BOUNDS, MAX_PROMPT_CHARS, compared_policies, parse_params
+from app.race import race
+from app.sessions import RunBoard
+from app.stream import stream_race
+from app.text_view import TokenText, render_text
+from app.ui import Handlers
+from core.decoder import DecodeConfig, generate
+from core.events import StepEvent
+from core.loading import chat_prompt_ids
+from core.policies import make_policy
+from core.task import make_split
+
+MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
+PROMPT = make_split("test", 1)[0].prompt
+
+
+@pytest.fixture(scope="module")
+def registry():
+    # Threads split as app.py splits them (one race's share of the cores); restored for other test files.
+    threads = torch.get_num_threads()
+    app.gpu.share_cpu_threads(2)
+    reg = build_registry(embedded=MODEL, cuda=False)
+    reg.preload()
+    yield reg
+    torch.set_num_threads(threads)
+
+
+def controls(**overrides) -> dict:
+    values = {name: b.default for name, b in BOUNDS.items()}
+    values.update(gen_len=32, block_len=16)
+    values.update(overrides)
+    return values
+
+
+def params_for(registry: ModelRegistry, prompt: str = PROMPT, policy: str = "none", **overrides):
+    return parse_params(prompt, EMBEDDED_LABEL, policy, models=registry.labels, **controls(**overrides))
+
+
+# ---- the race ---------------------------------------------------------------------------------------
+
+
+def fake_decoder(costs: list[float], closed: list[str] | None = None, name: str = ""):
+    try:
+        for i, cost in enumerate(costs):
+            yield StepEvent(
+                step=i, block=0, prompt_len=1, tokens=[], unmasked=[1 + i], unmasked_tokens=[5], entropies=[0.0],
+                max_entropy=0.0, full=False, reason="", rows=[], layer_rows=[], compute_s=cost, decision_s=0.0,
+                done=i == len(costs) - 1,
+            )
+    finally:
+        if closed is not None:
+            closed.append(name)
+
+
+def test_race_always_steps_the_lane_behind_and_the_cheaper_one_finishes_first() -> None:
+    snaps = list(race([fake_decoder([1.0] * 4), fake_decoder([0.5] * 4)], ["slow", "fast"]))
+    assert len(snaps) == 8  # throttle 0: one snapshot per step of either lane
+    clocks = [(0.0, 0.0)] + [tuple(la.clock for la in s.lanes) for s in snaps]
+    for before, snap in zip(clocks, snaps):
+        other = 1 - snap.stepped
+        if not snap.lanes[other].done:
+            assert before[snap.stepped] <= before[other]  # never step the lane that is ahead
+    slow, fast = snaps[-1].lanes
+    assert (slow.clock, fast.clock) == (4.0, 2.0)
+    assert fast.finish_rank == 1 and slow.finish_rank == 2 and snaps[-1].finished
+
+
+def test_race_throttles_snapshots_on_wall_time_but_keeps_finishes_and_the_end() -> None:
+    ticks = iter(i * 0.1 for i in range(1000))
+    snaps = list(race([fake_decoder([1.0] * 10), fake_decoder([1.0] * 10)], ["a", "b"], throttle_s=0.35,
+                      wall_clock=lambda: next(ticks)))
+    assert 5 <= len(snaps) < 20
+    assert sum(la.clock for la in snaps[-1].lanes) == 20.0 and snaps[-1].finished
+    assert sum(1 for s in snaps if any(la.done for la in s.lanes)) >= 2  # the first finish is never skipped
+
+
+def test_race_stop_ends_it_and_closes_both_decoders() -> None:
+    closed: list[str] = []
+    n = iter(range(100))
+    snaps = list(race([fake_decoder([1.0] * 10, closed, "a"), fake_decoder([1.0] * 10, closed, "b")], ["a", "b"],
+                      should_stop=lambda: next(n) >= 3))
+    assert len(snaps) == 3 and not snaps[-1].finished
+    assert sorted(closed) == ["a", "b"]
+
+
+# ---- streaming against a direct core decode ------------------------------------------------------------
+
+
+def direct(model, tokenizer, prompt: str, tau: float, k: int, **config) -> tuple[StepEvent, StepEvent]:
+    ids = chat_prompt_ids(tokenizer, prompt)
+    cfg = DecodeConfig(**config)
+    ours = make_policy("entropy", tau=tau, k=k)
+    return generate(model, ids, make_policy("none"), cfg), generate(model, ids, ours, cfg)
+
+
+def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_tokens(registry, tmp_path) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    # tau above any entropy the vocabulary allows: EntropyCache takes partial steps after each block start
+    params = params_for(registry, tau=10.0, k=2)
+    updates = list(stream_race(model, tokenizer, params, throttle_s=0, trace_dir=tmp_path))
+    ref_none, ref_ours = direct(model, tokenizer, PROMPT, 10.0, 2, gen_len=32, block_len=16)
+
+    assert len(updates) == ref_none.totals.steps + ref_ours.totals.steps
+    for u in updates:
+        for lane in u.lanes:
+            assert "ec-speed" in lane.speed_html and "steps" in lane.speed_html
+            assert 'class="ec-text"' in lane.text_html
+            assert isinstance(lane.entropy_fig, go.Figure) and len(lane.entropy_fig.data) == 3
+            assert [t.type for t in lane.rows_fig.data] == ["heatmap", "heatmap"]
+    last = updates[-1]
+    assert last.lanes[0].tokens == ref_none.tokens
+    assert last.lanes[1].tokens == ref_ours.tokens
+    assert ref_ours.totals.rows_fraction < 1.0 == ref_none.totals.rows_fraction  # the race was not trivial
+    assert all(u.final is None for u in updates[:-1])
+
+    final = last.final
+    assert final.texts == tuple(
+        tokenizer.decode(r.tokens[: r.totals.tokens], skip_special_tokens=True) for r in (ref_none, ref_ours)
+    )
+    trace = json.loads(final.trace_path.read_text())
+    assert trace["settings"]["prompt"] == PROMPT and trace["prompt_ids"] == chat_prompt_ids(tokenizer, PROMPT)
+    for lane, ref in zip(trace["lanes"], (ref_none, ref_ours)):
+        assert len(lane["events"]) == ref.totals.steps
+        assert lane["events"][-1]["tokens"] == ref.tokens
+        assert lane["compute_s"] == pytest.approx(sum(e["compute_s"] for e in lane["events"]))
+    # the speedup shown is the ratio of the measured compute clocks, nothing else
+    base_s, ours_s = (lane["compute_s"] for lane in trace["lanes"])
+    assert trace["speedup"] == pytest.approx(base_s / ours_s)
+    assert final.summary[1][-1] == round(base_s / ours_s, 2)
+    assert f"{base_s / ours_s:.2f}x" in last.banner_html
+
+
+def test_stream_with_throttle_renders_far_fewer_updates_and_the_same_result(registry, tmp_path) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    params = params_for(registry, policy="dual", tau=10.0)
+    updates = list(stream_race(model, tokenizer, params, throttle_s=60, trace_dir=tmp_path))
+    assert len(updates) <= 3  # the first step, the first finish, the end
+    ids = chat_prompt_ids(tokenizer, PROMPT)
+    ref = generate(model, ids, make_policy("dual"), DecodeConfig(gen_len=32, block_len=16))
+    assert updates[-1].lanes[0].tokens == ref.tokens and updates[-1].final is not None
+
+
+def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    assert model.config.max_seq_len <= BOUNDS["gen_len"].high  # else this test needs a longer prompt
+    too_long = params_for(registry, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
+    with pytest.raises(ValueError, match="exceed this model's"):
+        next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))
+
+
+# ---- validation -----------------------------------------------------------------------------------------
+
+BAD = [
+    (dict(prompt=""), "prompt: it is empty"),
+    (dict(prompt="   \n"), "prompt: it is empty"),
+    (dict(prompt="x" * (MAX_PROMPT_CHARS + 1)), "limit is 2000"),
+    (dict(prompt=None), "prompt: it is empty"),
+    (dict(model="/etc/passwd"), "Unknown model"),
+    (dict(policy="entropy"), "Unknown policy"),
+    (dict(policy="../none"), "Unknown policy"),
+    (dict(gen_len=100000), "gen length must be between 1 and 512"),
+    (dict(gen_len=0), "gen length must be between"),
+    (dict(gen_len=32.5), "gen length must be a whole number"),
+    (dict(block_len=5), r"block length \(5\) must divide gen length \(32\)"),
+    (dict(steps=3), "steps \\(3\\) must be 0 or a multiple of the number of blocks \\(2\\)"),
+    (dict(steps=64), "steps \\(64\\)"),
+    (dict(tau=float("nan")), "tau .* must be a finite number"),
+    (dict(tau=-1), "tau .* must be between 0 and 12"),
+    (dict(k=2.5), "must be a whole number"),
+    (dict(threshold=1.5), "threshold must be between 0 and 1"),
+    (dict(temperature=float("inf")), "temperature must be a finite number"),
+    (dict(seed=-1), "seed must be between"),
+    (dict(seed="7"), "seed must be a number"),
+    (dict(k=True), "must be a number"),
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD, ids=[str(b) [:40] for b, _ in BAD])
+def test_bad_inputs_are_refused_with_a_clear_message(bad: dict, message: str) -> None:
+    args = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none")
+    numbers = controls()
+    for key, value in bad.items():
+        (args if key in args else numbers)[key] = value
+    with pytest.raises(ValueError, match=message):
+        parse_params(args["prompt"], args["model"], args["policy"], models=[EMBEDDED_LABEL], **numbers)
+
+
+def test_good_inputs_pass_unchanged() -> None:
+    p = parse_params("  a b  ", EMBEDDED_LABEL, "periodic", models=[EMBEDDED_LABEL],
+                     **controls(steps=4, threshold=0.9, temperature=0.5, seed=7, tau=1.25, k=3))
+    assert (p.prompt, p.steps, p.threshold, p.seed, p.k, p.tau) == ("a b", 4, 0.9, 7, 3, 1.25)
+    cfg = p.decode_config()
+    assert (cfg.steps, cfg.threshold, cfg.temperature) == (4, 0.9, 0.5)
+    assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
+
+
+# ---- text view --------------------------------------------------------------------------------------------
+
+
+class WordTokenizer:
+    pieces = {0: "<|mask|>", 1: "<|eos|>", 5: "<script>&", 6: "ok"}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        words = [self.pieces[i] for i in ids if not (skip_special_tokens and i in (0, 1))]
+        return " ".join(words)
+
+
+def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
+    text = TokenText(WordTokenizer(), mask_id=0, eos_ids=(1,))
+    assert text.sep == " "
+    event = StepEvent(step=3, block=0, prompt_len=2, tokens=[5, 0, 6, 1, 1], unmasked=[4], unmasked_tokens=[6],
+                      entropies=[0.1], max_entropy=0.1, full=False, reason="", rows=[0, 3, 4], layer_rows=[3],
+                      compute_s=0.0, decision_s=0.0)
+    out = render_text(event, text, 5)
+    assert "<script>" not in out and "&lt;script&gt;&amp;" in out
+    assert out.count('class="ec-mask ec-rc"') == 1  # position 3 (response index 1): masked and recomputed
+    assert '<span class="ec-tok ec-new ec-rc">ok</span>' in out
+    assert "[end of text, 1 positions]" in out and "prompt rows recomputed 1/2" in out
+    assert render_text(None, text, 4).count('class="ec-mask"') == 4 + 1  # the legend shows one too
+
+
+# ---- models -------------------------------------------------------------------------------------------------
+
+
+def test_model_list_is_fixed_on_the_server(monkeypatch, tmp_path) -> None:
+    folder = MODEL or str(build_registry(cuda=False).choice(EMBEDDED_LABEL).source)
+    cpu = build_registry(embedded=folder, cuda=False)
+    assert cpu.labels == [EMBEDDED_LABEL]
+    gpu = build_registry(embedded=folder, cuda=True)
+    assert any("LLaDA-8B-Instruct" in label for label in gpu.labels)
+    assert any("Dream-7B-Instruct" in label for label in gpu.labels)
+    assert {gpu.choice(label).source for label in gpu.labels[1:]} == {"llada", "dream"}
+    monkeypatch.setenv("ENTROPYCACHE_MODELS", os.pathsep.join([folder, folder]))
+    extra = build_registry(extra_dirs_from_env(), embedded=folder, cuda=False)
+    assert len(extra.labels) == 2 and extra.labels[1].endswith("(local, CPU)")
+    for label in ("/etc/passwd", folder, "llada"):
+        with pytest.raises(ValueError, match="Unknown model"):
+            cpu.choice(label)
+    with pytest.raises(ValueError, match="no config.json"):
+        build_registry([str(tmp_path)], embedded=folder, cuda=False)
+
+
+def test_models_are_loaded_once(registry) -> None:
+    assert registry.get(EMBEDDED_LABEL) is registry.get(EMBEDDED_LABEL)
+    examples = registry.choice(EMBEDDED_LABEL).examples
+    assert len(examples) >= 3 and all("how many" in e for e in examples)
+
+
+def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> None:
+    loads: list[str] = []
+
+    def fake_load(source: str, device: str):
+        loads.append(source)
+        return object(), source
+
+    monkeypatch.setattr(app.models, "load_model", fake_load)
+    choices = [ModelChoice(f"m{i}", f"src{i}", "cuda", 8, 8, ("x",)) for i in range(3)]
+    one = ModelRegistry(choices)
+    first = one.get("m0")
+    assert one.get("m0") is first and loads == ["src0"]
+    one.get("m1")
+    assert not one.is_loaded("m0") and one.is_loaded("m1")
+    two = ModelRegistry(choices, max_gpu_models=2)
+    for label in ("m0", "m1", "m2"):
+        two.get(label)
+    assert [two.is_loaded(f"m{i}") for i in range(3)] == [False, True, True]
+
+
+# ---- cancellation -----------------------------------------------------------------------------------------
+
+
+def run_args(**overrides) -> list:
+    c = controls(**overrides)
+    return [PROMPT, EMBEDDED_LABEL, "none", *(c[name] for name in BOUNDS)]
+
+
+def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registry) -> None:
+    board = RunBoard()
+    h = Handlers(registry, board, throttle_s=0)
+    me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
+    long = dict(gen_len=256, block_len=32)
+    first = h.run(*run_args(**long), request=me)
+    theirs = h.run(*run_args(**long), request=other)
+    for _ in range(3):
+        next(first), next(theirs)
+    second = h.run(*run_args(**long), request=me)
+    next(second)  # starting it cancels `first` before its next step
+    assert list(first) == []
+    assert "Stopped." in h.stop(me) and board.flag("me").is_set()
+    rest = list(second)  # no further step; one last banner, so no late update hides the stop
+    assert len(rest) == 1 and "Stopped." in rest[0][0]
+    assert next(theirs)  # another session's run goes on
+    theirs.close()
+    assert len(board) == 0
+
+
+def test_zero_gpu_decorator_is_applied_only_when_spaces_is_installed(monkeypatch) -> None:
+    decorated = []
+
+    def gpu(duration: int):
+        def wrap(fn):
+            decorated.append((fn.__name__, duration))
+            return fn
+
+        return wrap
+
+    monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
+    try:
+        gpu_mod = importlib.reload(app.gpu)
+        gpu_mod.on_gpu(test_models_are_loaded_once)
+        assert decorated == [("test_models_are_loaded_once", gpu_mod.GPU_DURATION_S)]
+    finally:
+        monkeypatch.delitem(sys.modules, "spaces")
+        gpu_mod = importlib.reload(app.gpu)
+    if importlib.util.find_spec("spaces") is None:
+        assert gpu_mod.spaces is None and gpu_mod.on_gpu(len) is len

@@ -1,0 +1,248 @@
+"""The app as visitors meet it: launched in-process on 127.0.0.1, driven by gradio_client and a real browser.
+
+The browser test needs Debian's chromium at /usr/bin/chromium and the playwright package (.ci/run
+installs both); it is skipped only when one of them is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no phoning home from tests
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from gradio_client import Client  # noqa: E402
+from gradio_client.exceptions import AppError  # noqa: E402
+
+from app.gpu import share_cpu_threads  # noqa: E402
+from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.ui import build_demo, launch  # noqa: E402
+from core.decoder import DecodeConfig, generate  # noqa: E402
+from core.loading import chat_prompt_ids  # noqa: E402
+from core.policies import make_policy  # noqa: E402
+from core.task import make_split  # noqa: E402
+
+MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PROMPTS = [p.prompt for p in make_split("test", 3)]
+N_OUTPUTS = 13  # banner, 2 x (speed, text, entropy plot, rows plot), 2 final texts, summary, trace
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served():
+    threads = torch.get_num_threads()
+    share_cpu_threads(2)  # as app.py does for two races at once
+    registry = build_registry(embedded=MODEL, cuda=False)
+    registry.preload()
+    demo = build_demo(registry, concurrency=2)
+    url = launch(demo, "127.0.0.1", free_port())
+    yield url, registry
+    demo.close()
+    torch.set_num_threads(threads)
+
+
+def args(prompt: str = PROMPTS[0], **overrides) -> dict:
+    a = dict(prompt=prompt, model=EMBEDDED_LABEL, policy="none", tau=0.5, k=2, gen_len=32, block_len=16, steps=0,
+             threshold=0, temperature=0, seed=0)
+    a.update(overrides)
+    return a
+
+
+def expected(registry, a: dict) -> tuple:
+    """What core decodes directly with these settings: (left result, right result)."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, a["prompt"])
+    cfg = DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"], temperature=a["temperature"], seed=a["seed"])
+    return tuple(generate(model, ids, pol, cfg) for pol in (make_policy(a["policy"]),
+                                                              make_policy("entropy", tau=a["tau"], k=a["k"])))
+
+
+def check_result(registry, a: dict, out: tuple) -> dict:
+    """A full run's outputs agree with a direct decode of the same prompt and settings; returns the trace."""
+    assert len(out) == N_OUTPUTS
+    assert "finished" in out[0] and "speedup" in out[0]
+    _, tokenizer = registry.get(EMBEDDED_LABEL)
+    refs = expected(registry, a)
+    texts = [tokenizer.decode(r.tokens[: r.totals.tokens], skip_special_tokens=True) for r in refs]
+    assert [out[9] or "", out[10] or ""] == texts
+    assert [row[0] for row in out[11]["data"]] == ["left", "right"]
+    for plot in (out[3], out[4], out[7], out[8]):
+        assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
+    trace = json.loads(Path(out[12]).read_text())
+    assert trace["settings"]["prompt"] == a["prompt"] and trace["settings"]["seed"] == a["seed"]
+    assert [lane["events"][-1]["tokens"] for lane in trace["lanes"]] == [r.tokens for r in refs]
+    return trace
+
+
+def test_client_full_run_completes_and_matches_core(served) -> None:
+    url, registry = served
+    a = args(tau=10.0)
+    out = Client(url, verbose=False).predict(**a, api_name="/run")
+    trace = check_result(registry, a, out)
+    assert trace["lanes"][1]["totals"]["rows_fraction"] < 1.0  # EntropyCache really reused rows
+
+
+BAD = [
+    (dict(prompt=""), "prompt: it is empty"),
+    (dict(prompt="a " * 1001), "limit is 2000"),
+    (dict(gen_len=100000), "100000"),
+    (dict(block_len=5), "must divide gen length"),
+    (dict(steps=3), "must be 0 or a multiple"),
+    (dict(k=2.5), "whole number"),
+    (dict(temperature=-1), "-1"),
+    (dict(model="/etc/passwd"), "not in the list of choices"),
+    (dict(policy="entropy"), "not in the list of choices"),
+]
+
+
+def test_client_bad_inputs_come_back_as_clear_errors(served) -> None:
+    client = Client(served[0], verbose=False)
+    for bad, message in BAD:
+        with pytest.raises(AppError, match=message):
+            client.predict(**args(**bad), api_name="/run")
+
+
+def test_no_arbitrary_path_is_served(served) -> None:
+    url, _ = served
+    for path in ("/etc/passwd", str(ROOT / "app.py"), str(ROOT / "core" / "loading.py")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}gradio_api/file={path}", timeout=10)
+        assert refused.value.code in (403, 404)
+
+
+def test_several_clients_at_once_each_get_their_own_result(served) -> None:
+    url, registry = served
+    runs = [args(p, seed=i, temperature=0.7, gen_len=16 * (i + 1), policy=pol)
+            for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "periodic"]))]
+    clients = [Client(url, verbose=False) for _ in runs]  # one session each
+    with ThreadPoolExecutor(len(runs)) as pool:
+        outs = list(pool.map(lambda ca: ca[0].predict(**ca[1], api_name="/run"), zip(clients, runs)))
+    for a, out in zip(runs, outs):
+        check_result(registry, a, out)
+
+
+def test_a_new_run_in_the_same_session_cancels_the_old_one(served) -> None:
+    url, registry = served
+    client = Client(url, verbose=False)
+    # Long, and replaced as soon as it has started: it cannot reach its end (even at an early end-of-text)
+    old = client.submit(**args(gen_len=448, block_len=32), api_name="/run")
+    deadline = time.time() + 60
+    while not old.outputs() and time.time() < deadline:
+        time.sleep(0.01)
+    a = args(PROMPTS[1])
+    new = client.submit(**a, api_name="/run")
+    check_result(registry, a, new.result(timeout=120))
+    assert old.done()
+    last = old.outputs()[-1]
+    assert "finished" not in last[0]  # it never ran to the end: no final banner, no trace
+    assert len(old.outputs()) < 40
+
+
+browser = pytest.mark.skipif(
+    not Path(CHROMIUM).exists() or importlib.util.find_spec("playwright") is None,
+    reason="needs Debian's chromium at /usr/bin/chromium and the playwright package",
+)
+
+
+@browser
+def test_browser_runs_a_race_and_shows_text_and_both_plots(served, tmp_path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, _ = served
+    shot = tmp_path / "app.png"
+    with sync_playwright() as p:
+        chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = chrome.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url, wait_until="domcontentloaded")
+            page.locator("#run-btn").click(timeout=60_000)
+            for lane in (0, 1):
+                page.locator(f"#text-{lane} .ec-text").wait_for(timeout=60_000)
+                page.locator(f"#entropy-{lane} .js-plotly-plot").wait_for(timeout=60_000)
+                page.locator(f"#rows-{lane} .js-plotly-plot").wait_for(timeout=60_000)
+            page.wait_for_function("document.querySelector('#banner').innerText.includes('finished in')",
+                                   timeout=120_000)
+            assert page.locator("#text-1 .ec-text span").count() > 0
+            assert "finished first" in page.locator("#speed-0").inner_text() + page.locator("#speed-1").inner_text()
+            link = page.locator("#trace a[download]")
+            link.wait_for(timeout=30_000)
+            trace = page.request.get(link.get_attribute("href")).json()
+            assert [lane["side"] for lane in trace["lanes"]] == ["left", "right"]
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            chrome.close()
+    assert shot.stat().st_size > 10_000
+
+
+def load_entry():
+    """app.py as a module (its name would otherwise clash with the app/ package)."""
+    spec = importlib.util.spec_from_file_location("app_entry", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_app_py_refuses_a_bad_model_folder_before_serving(tmp_path, capsys, monkeypatch) -> None:
+    import app.models
+
+    if MODEL:
+        monkeypatch.setattr(app.models, "EMBEDDED", Path(MODEL))
+    entry = load_entry()
+    assert entry.main(["--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "has no config.json" in err and str(tmp_path) in err
+    a = entry.parse_args([])
+    assert (a.host, a.share, a.model) == (os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), False, [])
+
+
+def test_python_app_py_prints_its_local_url_and_serves_there() -> None:
+    port = free_port()
+    # `python app.py --port P`, with the embedded model swapped for ENTROPYCACHE_MODEL when that is set
+    code = (
+        "import pathlib, runpy, sys\n"
+        "import app.models\n"
+        "if sys.argv[1]: app.models.EMBEDDED = pathlib.Path(sys.argv[1])\n"
+        "sys.argv = ['app.py', '--port', sys.argv[2]]\n"
+        "runpy.run_path('app.py', run_name='__main__')\n"
+    )
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    proc = subprocess.Popen([sys.executable, "-c", code, MODEL or "", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    url = f"http://127.0.0.1:{port}/"
+    seen = []
+    try:
+        deadline = time.time() + 120
+        while not any("running at" in line for line in seen) and time.time() < deadline:
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                assert proc.poll() is None, "".join(seen)
+        assert f"running at {url}" in "".join(seen)
+        assert urllib.request.urlopen(url, timeout=10).status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
