@@ -90,7 +90,7 @@ def decode(
 
     x = torch.full((length,), mask_id, dtype=torch.long, device=device)
     x[:p] = torch.tensor(prompt, device=device)
-    decoded_at = torch.full((length,), -1, dtype=torch.long, device=device)
+    decode_order: list[int] = []
     cache = model.new_cache(1, length)
     generator = torch.Generator(device=device).manual_seed(config.seed)
     policy.reset()
@@ -105,10 +105,11 @@ def decode(
         block_step = 0
         while bool((x[start:end] == mask_id).any()):
             masked = x == mask_id
-            ctx = StepContext(step, block, block_step, start, end, p, length, masked, decoded_at)
+            block_masked = masked[start:end].nonzero().flatten() + start
+            ctx = StepContext(step, block, block_step, start, end, p, length, masked, block_masked, decode_order)
             n_transfer = None if config.threshold is not None else schedule[block_step]
             event = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
-            decoded_at[event.unmasked] = step
+            decode_order.extend(event.unmasked)
             done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
             totals.steps += 1
             totals.full_steps += event.full
@@ -134,7 +135,7 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
     plan = policy.plan(ctx)
     t_plan = time.perf_counter() - t0
 
-    targets = (ctx.masked[ctx.block_start : ctx.block_end]).nonzero().flatten() + ctx.block_start
+    targets = ctx.block_masked
     logit_rows = (targets - shift).clamp_min(0)  # Dream reads position i's logits at row i-1
     rows = None if plan.rows is None else torch.cat([plan.rows.to(device), logit_rows]).unique()
     ids = x[None] if rows is None else x[rows][None]

@@ -17,11 +17,10 @@ def context(step, block, block_step, masked_positions, decoded):
     length = P + GEN
     masked = torch.zeros(length, dtype=torch.bool)
     masked[list(masked_positions)] = True
-    decoded_at = torch.full((length,), -1)
-    for pos, s in decoded.items():
-        decoded_at[pos] = s
+    order = sorted(decoded, key=lambda pos: (decoded[pos], pos))
     start = P + block * BLOCK
-    return StepContext(step, block, block_step, start, start + BLOCK, P, length, masked, decoded_at)
+    block_masked = masked[start : start + BLOCK].nonzero().flatten() + start
+    return StepContext(step, block, block_step, start, start + BLOCK, P, length, masked, block_masked, order)
 
 
 # Block 1 (positions 8..11) in progress: 8 decoded at step 5, 10 at step 6; 9, 11 and block 2 masked.

@@ -22,7 +22,8 @@ class StepContext:
     prompt_len: int
     length: int  # prompt + generation
     masked: torch.Tensor  # [length] bool: still masked
-    decoded_at: torch.Tensor  # [length] long: step at which a position was unmasked, -1 if never (prompt, masks)
+    block_masked: torch.Tensor  # sorted positions still masked in the current block
+    decode_order: list[int]  # every unmasked position so far, in the order unmasked (ascending within a step)
 
 
 @dataclass(frozen=True)
@@ -59,24 +60,11 @@ class CachePolicy:
         return f"{self.name}({p})" if p else self.name
 
 
-def positions(mask: torch.Tensor) -> torch.Tensor:
-    return mask.nonzero().flatten()
-
-
 def block_rows(ctx: StepContext) -> torch.Tensor:
     return torch.arange(ctx.block_start, ctx.block_end, device=ctx.masked.device)
 
 
-def masked_in_block(ctx: StepContext) -> torch.Tensor:
-    return positions(ctx.masked[ctx.block_start : ctx.block_end]) + ctx.block_start
-
-
 def most_recent(ctx: StepContext, k: int) -> torch.Tensor:
-    """Positions of the k most recently unmasked tokens (ties: later steps first, then position)."""
-    if k <= 0:
-        return ctx.decoded_at.new_empty(0)
-    done = positions(ctx.decoded_at >= 0)
-    if done.numel() == 0:
-        return done
-    order = torch.argsort(ctx.decoded_at[done], descending=True, stable=True)
-    return done[order[:k]]
+    """Positions of the k most recently unmasked tokens (within one step, the higher positions)."""
+    recent = ctx.decode_order[-k:] if k > 0 else []
+    return torch.tensor(recent, dtype=torch.long, device=ctx.masked.device)

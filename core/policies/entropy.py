@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from core.policies.base import CachePolicy, Outcome, Plan, StepContext, masked_in_block, most_recent
+from core.policies.base import CachePolicy, Outcome, Plan, StepContext, most_recent
 from core.policies.registry import register
 
 DEFAULT_TAU = 0.5
@@ -47,7 +47,7 @@ class EntropyCache(CachePolicy):
             return Plan(None, "full: nothing decoded yet")
         if self.full_next:
             return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
-        rows = torch.cat([masked_in_block(ctx), most_recent(ctx, self.k)]).unique()
+        rows = torch.cat([ctx.block_masked, most_recent(ctx, self.k)]).unique()
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:

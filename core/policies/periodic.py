@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from core.policies.base import CachePolicy, Plan, StepContext, masked_in_block
+from core.policies.base import CachePolicy, Plan, StepContext
 from core.policies.registry import register
 
 
@@ -31,7 +31,7 @@ class PeriodicCache(CachePolicy):
         response = ctx.step % self.response_every == 0
         if prompt and response:
             return Plan(None, "full: both refresh intervals due")
-        parts, why = [masked_in_block(ctx)], ["masked block rows"]
+        parts, why = [ctx.block_masked], ["masked block rows"]
         device = ctx.masked.device
         if prompt:
             parts.append(torch.arange(0, ctx.prompt_len, device=device))
