@@ -23,7 +23,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model", action="append", default=[], metavar="DIR",
                     help="an extra local checkpoint folder to offer (repeatable)")
     ap.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
-    ap.add_argument("--concurrency", type=int, default=None, help="races at once (default: one per GPU, 2 on CPU)")
+    ap.add_argument("--concurrency", type=int, default=None, help="races at once (default: 1 with a GPU, 2 on CPU)")
     return ap.parse_args(argv)
 
 

@@ -33,10 +33,12 @@ def is_zero_gpu() -> bool:
 
 
 def default_concurrency() -> int:
-    """One race per GPU (a race holds its GPU for its whole length), or CPU_CONCURRENCY without one."""
-    if torch.cuda.is_available():
-        return max(1, torch.cuda.device_count())
-    return CPU_CONCURRENCY
+    """Races at once in this process: 1 on a GPU host, CPU_CONCURRENCY without a GPU.
+
+    Every GPU model is loaded on "cuda", i.e. device 0, whatever the host's GPU count: two races at
+    once would share that one device (and skew each other's compute clocks) while other GPUs idle.
+    """
+    return 1 if torch.cuda.is_available() else CPU_CONCURRENCY
 
 
 def share_cpu_threads(concurrency: int) -> None:

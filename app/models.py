@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from core.checkpoint import OWN_MODEL_TYPE
 from core.loading import EMBEDDED, load_model
 from core.task import make_split
 
@@ -104,7 +105,7 @@ def _decode_defaults(folder: Path) -> tuple[int, int, bool]:
     """(gen_len, block_len, is a word-problem model) from a checkpoint's config.json, without loading it."""
     raw = json.loads((folder / "config.json").read_text())
     d = raw.get("decode_defaults", {})
-    ours = raw.get("model_type") == "entropycache-dlm"
+    ours = raw.get("model_type") == OWN_MODEL_TYPE
     return int(d.get("gen_len", 64 if ours else 128)), int(d.get("block_len", 32)), ours
 
 

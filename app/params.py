@@ -34,7 +34,7 @@ BOUNDS: dict[str, Bound] = {
     "k": Bound("k (recent rows recomputed)", 0, 64, DEFAULT_K, integer=True),
     "gen_len": Bound("gen length", 1, 512, 64, integer=True, info="tokens generated"),
     "block_len": Bound("block length", 1, 512, 32, integer=True, info="must divide gen length"),
-    "steps": Bound("steps", 0, 512, 0, integer=True, info="0: one token per step"),
+    "steps": Bound("steps", 0, 512, 0, integer=True, info="0: one token per step; must be 0 with a threshold"),
     "threshold": Bound("parallel-decoding threshold", 0.0, 1.0, 0.0, info="0: off; else unmask all above it"),
     "temperature": Bound("temperature", 0.0, 2.0, 0.0, info="0: greedy"),
     "seed": Bound("seed", 0, 2**31 - 1, 0, integer=True),
@@ -126,13 +126,14 @@ def parse_params(
 
 
 def _check_shape(p: RunParams) -> None:
-    """The relations between controls, in the visitor's words (DecodeConfig.validate says the same in ours)."""
-    if p.block_len > p.gen_len or p.gen_len % p.block_len:
-        raise ValueError(f"block length ({p.block_len}) must divide gen length ({p.gen_len}).")
-    n_blocks = p.gen_len // p.block_len
-    if p.steps and (p.steps < n_blocks or p.steps > p.gen_len or p.steps % n_blocks):
+    """The relations between controls. core's DecodeConfig.validate is the one judge; only the
+    steps/threshold clash is caught first, to tell the visitor which slider to move."""
+    if p.steps and p.threshold:
         raise ValueError(
-            f"steps ({p.steps}) must be 0 or a multiple of the number of blocks ({n_blocks}) between "
-            f"{n_blocks} and gen length ({p.gen_len})."
+            f"Set steps to 0 or the parallel-decoding threshold to 0 (got steps {p.steps}, threshold "
+            f"{p.threshold:g}): with a threshold each block is decoded until it is done, so steps has no meaning."
         )
-    p.decode_config().validate()
+    try:
+        p.decode_config().validate()
+    except ValueError as e:
+        raise ValueError(f"These controls do not fit together: {e}.") from None

@@ -1,7 +1,8 @@
 """One run per browser session: a new Run or a Stop cancels the session's run in flight.
 
 Gradio's own cancellation cannot interrupt a step that is executing, so each run also polls a flag
-between steps; setting it ends both decoders at once, within one step.
+between steps; setting it ends both decoders at once, within one step. A run holds on to the flag
+object `begin` gave it: a flag looked up later by session key could be its successor's.
 """
 
 from __future__ import annotations
@@ -44,11 +45,6 @@ class RunBoard:
             return False
         flag.stop(reason)
         return True
-
-    def flag(self, key: str) -> StopFlag | None:
-        """The stop flag of the run registered under `key`, if it is still the current one."""
-        with self._lock:
-            return self._runs.get(key)
 
     def end(self, key: str, flag: StopFlag) -> None:
         with self._lock:

@@ -20,7 +20,7 @@ from app.speed import banner_html, speed_html, speedup, summary_rows
 from app.text_view import TokenText, render_text
 from app.trace import TRACE_DIR, trace_dict, write_trace
 from core.decoder import DecodeConfig, decode
-from core.loading import chat_prompt_ids
+from core.loading import answer_text, chat_prompt_ids
 from core.policies import make_policy
 
 DEFAULT_THROTTLE_S = 0.25  # at most ~4 renders a second: plotting must not slow the decoders down
@@ -50,18 +50,6 @@ class Update:
     final: Final | None = None  # only on the last update of a race that ran to the end
 
 
-def prompt_ids_for(model, tokenizer, params: RunParams) -> list[int]:
-    """The chat-formatted prompt, refused with a clear message if it leaves no room for the response."""
-    ids = chat_prompt_ids(tokenizer, params.prompt)
-    limit = model.config.max_seq_len
-    if len(ids) + params.gen_len > limit:
-        raise ValueError(
-            f"The prompt ({len(ids)} tokens) plus gen length ({params.gen_len}) exceed this model's "
-            f"{limit} positions; shorten one of them."
-        )
-    return ids
-
-
 def warm_up(model, tokenizer) -> None:
     """One tiny decode (a full step, then a partial one), so that one-time costs (allocations, kernel
     selection, lazily built tables) land on neither lane's clock: the lane stepped first would pay them."""
@@ -72,14 +60,16 @@ def warm_up(model, tokenizer) -> None:
 
 
 def race_snapshots(
-    model, tokenizer, params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
+    model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[Snapshot]:
-    """Both decoders on the same prompt, seed and settings, raced fairly (see app/race.py)."""
-    ids = prompt_ids_for(model, tokenizer, params)
+    """Both decoders on the same prompt ids, seed and settings, raced fairly (see app/race.py).
+
+    A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
+    """
     config = params.decode_config()
     compared, ours = params.make_policies()
-    decoders = [decode(model, ids, compared, config), decode(model, ids, ours, config)]
+    decoders = [decode(model, prompt_ids, compared, config), decode(model, prompt_ids, ours, config)]
     yield from race(decoders, (compared.describe(), ours.describe()), throttle_s, should_stop)
 
 
@@ -89,9 +79,12 @@ class Renderer:
     def __init__(self, model, tokenizer, params: RunParams, trace_dir: Path = TRACE_DIR) -> None:
         cfg = model.config
         self.params = params
-        self.prompt_ids = prompt_ids_for(model, tokenizer, params)
+        self.tokenizer = tokenizer
+        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # the run's only tokenization: decoders reuse it
         self.length = len(self.prompt_ids) + params.gen_len
-        self.max_steps = params.steps or params.gen_len
+        # With a threshold a block runs until it is done (at least one token a step), so the plots must
+        # span gen_len steps whatever `steps` holds; otherwise they would cut the race short.
+        self.max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
         self.policies = tuple(p.describe() for p in params.make_policies())
@@ -126,7 +119,7 @@ class Renderer:
 
     def final(self, snap: Snapshot) -> Final:
         base, ours = snap.lanes
-        texts = tuple(self.text.response(la.last.tokens, la.last.totals.tokens) for la in (base, ours))
+        texts = tuple(answer_text(self.tokenizer, la.last) for la in (base, ours))
         data = trace_dict(self.params.to_dict(), self.prompt_ids, (base, ours), self.policies, texts,
                           speedup(base, ours))
         return Final(texts, summary_rows(base, ours, self.policies), write_trace(data, self.trace_dir))
@@ -138,5 +131,5 @@ def stream_race(
 ) -> Iterator[Update]:
     """One rendered Update per snapshot of the race; the last one carries the Final results."""
     renderer = Renderer(model, tokenizer, params, trace_dir)
-    for snap in race_snapshots(model, tokenizer, params, throttle_s, should_stop):
+    for snap in race_snapshots(model, renderer.prompt_ids, params, throttle_s, should_stop):
         yield renderer.update(snap)

@@ -51,10 +51,6 @@ class TokenText:
             self._cache[token_id] = self.tokenizer.decode([token_id])
         return self._cache[token_id]
 
-    def response(self, tokens: list[int], n_tokens: int) -> str:
-        """The final text, as `core.generate` prints it: up to the first end-of-text, specials dropped."""
-        return self.tokenizer.decode(tokens[:n_tokens], skip_special_tokens=True)
-
 
 def render_text(event: StepEvent | None, text: TokenText, gen_len: int) -> str:
     """The response after `event` (all masks before the first step), as HTML."""

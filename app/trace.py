@@ -1,7 +1,9 @@
 """The downloadable trace: every event of both decoders and the settings that produced them, as JSON.
 
 Files go to one folder under the system temp dir (where Gradio may serve them from) with a random
-name; files older than a day are removed whenever a new one is written.
+name. Whenever a new one is written, files older than a day go, and then the oldest ones until at most
+MAX_FILES - 1 files and MAX_BYTES remain: a busy server (a long run writes ~5 MB) cannot fill the disk
+within the day.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from app.race import Lane
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "entropycache-traces"
 MAX_AGE_S = 24 * 3600
+MAX_FILES = 200
+MAX_BYTES = 200 * 2**20
 
 
 def trace_dict(
@@ -50,10 +54,28 @@ def write_trace(data: dict, folder: Path = TRACE_DIR) -> Path:
 
 
 def _prune(folder: Path) -> None:
+    """Keep only files younger than MAX_AGE_S, and of those the newest within MAX_FILES - 1 and MAX_BYTES."""
     cutoff = time.time() - MAX_AGE_S
-    for old in folder.glob("entropycache-trace-*.json"):
+    kept, total = 0, 0
+    for mtime, size, path in sorted(_listing(folder), reverse=True):  # newest first
+        kept, total = kept + 1, total + size
+        if mtime < cutoff or kept >= MAX_FILES or total > MAX_BYTES:  # >=: leave room for the new file
+            _remove(path)
+
+
+def _listing(folder: Path) -> list[tuple[float, int, Path]]:
+    out = []
+    for path in folder.glob("entropycache-trace-*.json"):
         try:
-            if old.stat().st_mtime < cutoff:
-                old.unlink()
+            st = path.stat()
         except OSError:  # another worker removed it first
-            pass
+            continue
+        out.append((st.st_mtime, st.st_size, path))
+    return out
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:  # another worker removed it first
+        pass

@@ -17,11 +17,11 @@ import gradio as gr
 import pandas as pd
 import torch
 
-from app.gpu import default_concurrency, free_memory, on_gpu
+from app.gpu import default_concurrency, free_memory, is_zero_gpu, on_gpu
 from app.models import ModelRegistry
 from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, RunParams, compared_policies, parse_params
 from app.race import Snapshot
-from app.sessions import RunBoard
+from app.sessions import RunBoard, StopFlag
 from app.speed import CSS as SPEED_CSS
 from app.speed import SUMMARY_HEADERS
 from app.stream import DEFAULT_THROTTLE_S, SIDES, Renderer, Update, race_snapshots, warm_up
@@ -45,16 +45,24 @@ class Handlers:
         self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
         self.gpu_snapshots = on_gpu(self.snapshots)  # decorated once, at build time, as ZeroGPU wants
 
-    def snapshots(self, label: str, params: RunParams, stop_key: str) -> Iterator[Snapshot]:
-        """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures."""
+    def snapshots(
+        self, label: str, params: RunParams, prompt_ids: list[int], stop: StopFlag | None = None
+    ) -> Iterator[Snapshot]:
+        """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures.
+
+        `stop` is the run's own flag, polled between steps. On ZeroGPU it is None: spaces.GPU pickles the
+        arguments into a forked worker process, which a threading.Event can neither survive nor be seen
+        from. There only closing this generator (Gradio's cancel, i.e. the Stop button) ends a run; a
+        replaced run is not stopped, and spaces may let the worker's decode go on until it ends or
+        GPU_DURATION_S passes.
+        """
         model, tokenizer = self.registry.get(label)
         if model not in self._warm:
             warm_up(model, tokenizer)
             self._warm.add(model)
-        flag = self.board.flag(stop_key)
-        should_stop = flag.is_set if flag is not None else (lambda: False)
+        should_stop = stop.is_set if stop is not None else (lambda: False)
         try:
-            yield from race_snapshots(model, tokenizer, params, self.throttle_s, should_stop)
+            yield from race_snapshots(model, prompt_ids, params, self.throttle_s, should_stop)
         finally:
             free_memory()
 
@@ -68,9 +76,10 @@ class Handlers:
             params = parse_params(prompt, model, policy, models=self.registry.labels, **numbers)
         except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
+        # The flag is taken here, once: looked up by session key later, it could be the next run's.
         key, flag = self.board.begin(getattr(request, "session_hash", None))
         try:
-            yield from self._stream(params, key)
+            yield from self._stream(params, flag)
             if flag.reason == "stop":  # said last, so no update rendered while stopping can overwrite it
                 yield banner_only("Stopped.", clear_final=False)
         except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
@@ -80,15 +89,17 @@ class Handlers:
         finally:
             self.board.end(key, flag)
 
-    def _stream(self, params: RunParams, key: str) -> Iterator[tuple]:
+    def _stream(self, params: RunParams, flag: StopFlag) -> Iterator[tuple]:
         choice = self.registry.choice(params.model)
         if not self.registry.is_loaded(params.model):
             yield banner_only(f"Loading {choice.label} (the first run of a model takes a while)...")
         model, tokenizer = self.registry.get(params.model)
         renderer = Renderer(model, tokenizer, params)
         yield outputs(renderer.empty("Starting..."), clear_final=True)
-        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
-        with closed_after(run(params.model, params, key)) as snapshots:  # decoders freed even if cancelled
+        run, stop = self.snapshots, flag
+        if choice.device == "cuda":
+            run, stop = self.gpu_snapshots, (None if is_zero_gpu() else flag)  # see snapshots: no flag on ZeroGPU
+        with closed_after(run(params.model, params, renderer.prompt_ids, stop)) as snapshots:  # freed if cancelled
             for snap in snapshots:
                 yield outputs(renderer.update(snap))  # rendering happens here, between steps, off the clocks
 
@@ -216,7 +227,7 @@ def _results() -> list[gr.components.Component]:
 def build_demo(
     registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int | None = None
 ) -> gr.Blocks:
-    """The app, queued with `concurrency` races at once (default: one per GPU, or two on a CPU)."""
+    """The app, queued with `concurrency` races at once (default: app.gpu.default_concurrency())."""
     h = Handlers(registry, RunBoard(), throttle_s)
     with gr.Blocks(title="EntropyCache decode race") as demo:
         gr.Markdown(INTRO)

@@ -1,8 +1,8 @@
 """EntropyCache decoder library: model, KV cache, cache policies, denoising loop.
 
-    import core
-    model, tok = core.load_model()
-    for event in core.decode(model, core.chat_prompt_ids(tok, prompt), core.make_policy("entropy")): ...
+import core
+model, tok = core.load_model()
+for event in core.decode(model, core.chat_prompt_ids(tok, prompt), core.make_policy("entropy")): ...
 """
 
 from core.config import ModelConfig

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from core.decoder import DecodeConfig, generate
 from core.generate import torch_dtype
-from core.loading import chat_prompt_ids, load_model
+from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
 from core.task import Problem, extract_answer, make_split
@@ -76,8 +76,7 @@ def run_bench(
         for j in order[i % len(order) :] + order[: i % len(order)]:
             last = generate(model, ids, make_policy(contenders[j].policy, **contenders[j].params), config)
             outputs[j] = last.tokens
-            text = tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
-            _add(tallies[j], last.totals, extract_answer(text) == problem.answer)
+            _add(tallies[j], last.totals, extract_answer(answer_text(tokenizer, last)) == problem.answer)
         for j in order:
             tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
             tallies[j].all_tokens += len(outputs[0])

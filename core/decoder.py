@@ -44,10 +44,13 @@ class DecodeConfig:
                 raise ValueError(f"steps must be an integer in [{n_blocks}, {self.gen_len}], got {self.steps!r}")
             if self.steps % n_blocks:
                 raise ValueError(f"steps {self.steps} must be a multiple of the number of blocks ({n_blocks})")
-        if self.threshold is not None and not (0.0 < float(self.threshold) <= 1.0):
-            raise ValueError(f"threshold must be in (0, 1], got {self.threshold!r}")
-        if not (math.isfinite(self.temperature) and 0.0 <= self.temperature <= 10.0):
-            raise ValueError(f"temperature must be in [0, 10], got {self.temperature!r}")
+        if self.threshold is not None:
+            if not (_is_real(self.threshold) and 0.0 < self.threshold <= 1.0):
+                raise ValueError(f"threshold must be a number in (0, 1], got {self.threshold!r}")
+            if self.steps is not None:
+                raise ValueError("steps and threshold cannot both be set: with a threshold each block runs until done")
+        if not (_is_real(self.temperature) and math.isfinite(self.temperature) and 0.0 <= self.temperature <= 10.0):
+            raise ValueError(f"temperature must be a number in [0, 10], got {self.temperature!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
@@ -56,13 +59,20 @@ class DecodeConfig:
         return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
 
 
+def _is_real(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch.Tensor, gen_len: int) -> list[int]:
-    ids = [int(t) for t in (prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
+    raw = prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else list(prompt_ids)
+    if any(not isinstance(t, int) or isinstance(t, bool) for t in raw):
+        raise ValueError("prompt token ids must be integers")
+    ids = [int(t) for t in raw]
     cfg = model.config
     if not ids:
         raise ValueError("the prompt is empty")
@@ -133,6 +143,7 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
     _sync(device)
     t0 = time.perf_counter()
     plan = policy.plan(ctx)
+    _sync(device)
     t_plan = time.perf_counter() - t0
 
     targets = ctx.block_masked
@@ -147,6 +158,7 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
     positions = targets[picked]
     x[positions] = tokens
 
+    _sync(device)  # on GPU the forward runs asynchronously: bill its wait to the model, not the decision
     t1 = time.perf_counter()
     entropies = entropy(probs)
     policy.observe(ctx, Outcome(positions, entropies))

@@ -35,6 +35,9 @@ def _llada_config(d: dict, end_ids: list[int]) -> ModelConfig:
             raise ValueError(f"unsupported LLaDA variant: {key}={d[key]!r} (only {want!r})")
     if d.get("alibi") or d.get("rope") is False or d.get("attention_layer_norm"):
         raise ValueError("unsupported LLaDA variant: needs rope, no alibi, no q/k layer norm")
+    for key in ("scale_logits", "clip_qkv", "input_emb_norm"):
+        if d.get(key):
+            raise ValueError(f"unsupported LLaDA variant: {key}={d[key]!r}")
     dim = _require(d, "d_model", "LLaDA")
     return ModelConfig(
         vocab_size=d.get("embedding_size") or _require(d, "vocab_size", "LLaDA"),
@@ -76,6 +79,8 @@ def _llada_sources(cfg: ModelConfig) -> dict[str, list[str]]:
 def _dream_config(d: dict, end_ids: list[int]) -> ModelConfig:
     if d.get("rope_scaling"):
         raise ValueError(f"unsupported Dream variant: rope_scaling={d['rope_scaling']!r}")
+    if d.get("use_sliding_window") or d.get("hidden_act", "silu") != "silu":
+        raise ValueError("unsupported Dream variant: needs silu and no sliding-window attention")
     theta = d.get("rope_theta") or (d.get("rope_parameters") or {}).get("rope_theta", 10000.0)
     eos = d.get("eos_token_id")
     return ModelConfig(

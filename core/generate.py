@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from core.decoder import DecodeConfig, generate
-from core.loading import chat_prompt_ids, load_model
+from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import POLICIES, make_policy
 from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
 
@@ -42,8 +42,8 @@ def add_decode_args(ap: argparse.ArgumentParser) -> None:
 def decode_config(args: argparse.Namespace, model) -> DecodeConfig:
     d = getattr(model, "decode_defaults", {})
     return DecodeConfig(
-        gen_len=args.gen_len or d.get("gen_len", 128),
-        block_len=args.block or d.get("block_len", 32),
+        gen_len=d.get("gen_len", 128) if args.gen_len is None else args.gen_len,
+        block_len=d.get("block_len", 32) if args.block is None else args.block,
         steps=args.steps,
         threshold=args.threshold,
         temperature=args.temperature,
@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     t = last.totals
-    answer = tokenizer.decode(last.tokens[: t.tokens], skip_special_tokens=True)
-    print(answer)
+    print(answer_text(tokenizer, last))
     print(
         f"[{policy.describe()}] steps {t.steps}, full steps {t.full_steps}, "
         f"rows computed {t.rows_fraction:.1%} of full, time {t.compute_s:.3f}s, {t.tokens_per_s:.1f} tokens/s",

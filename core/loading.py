@@ -43,8 +43,12 @@ def resolve(name_or_path: str | os.PathLike | None) -> Path:
     if path.exists() or repo.count("/") != 1:
         raise ValueError(f"{name_or_path!r} is neither a checkpoint folder nor a hub id like 'org/name'")
     from huggingface_hub import snapshot_download  # honours HF_HUB_OFFLINE and HF_HUB_CACHE
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    return Path(snapshot_download(repo_id=repo, allow_patterns=HUB_FILES))
+    try:
+        return Path(snapshot_download(repo_id=repo, allow_patterns=HUB_FILES))
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as e:
+        raise ValueError(f"could not get {repo!r} from the hub or its cache: {e}") from None
 
 
 class _Shards:
@@ -54,6 +58,9 @@ class _Shards:
         index = folder / "model.safetensors.index.json"
         if index.exists():
             weight_map = json.loads(index.read_text())["weight_map"]
+            for f in set(weight_map.values()):
+                if Path(f).name != f:  # shards live beside the index, never elsewhere
+                    raise ValueError(f"index names a shard outside the checkpoint folder: {f!r}")
             self.files = {name: folder / f for name, f in weight_map.items()}
         elif (folder / "model.safetensors").exists():
             with safe_open(folder / "model.safetensors", framework="pt") as f:
@@ -68,6 +75,8 @@ class _Shards:
             if not file.exists():
                 raise ValueError(f"shard {file.name} named in the index is missing")
             self._open[file] = safe_open(file, framework="pt")
+        if name not in self._open[file].keys():
+            raise ValueError(f"tensor {name!r} is listed in the index but missing from {file.name}")
         return self._open[file].get_tensor(name)
 
 
@@ -93,18 +102,29 @@ def load_model(
     end_ids = [i for i in (tokenizer.convert_tokens_to_ids(t) for t in family.end_tokens) if i is not None]
     end_ids = [i for i in end_ids if i != tokenizer.unk_token_id]
     cfg = family.config(raw, end_ids)
-    device = torch.device(device)
-    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+    device = _check_device(device)
 
     with init_empty_weights():
         model = DiffusionTransformer(cfg)
-    placement = _placement(model, device, dtype, device_map)
+    placement = _placement(model, device, dtype or torch.bfloat16, device_map)
+    on_gpu = any(isinstance(d, int) or str(d).startswith("cuda") for d in placement.values())
+    dtype = dtype or (torch.bfloat16 if on_gpu else torch.float32)
     _fill(model, _Shards(folder), family.sources(cfg), placement, dtype)
-    if len(set(placement.values())) > 1:
+    if len({f"cuda:{d}" if isinstance(d, int) else str(d) for d in placement.values()}) > 1:
         model = dispatch_model(model, placement)
     model.source = str(name_or_path or "embedded")
     model.decode_defaults = raw.get("decode_defaults", {})
     return model.eval(), tokenizer
+
+
+def _check_device(device: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"unknown device {str(device)!r}; use cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda was asked for, but this machine has no CUDA GPU")
+    return device
 
 
 def _placement(model, device: torch.device, dtype, device_map) -> dict[str, torch.device | str | int]:
@@ -156,6 +176,11 @@ def _part_shapes(name: str, n_parts: int, shape: torch.Size, cfg) -> list[tuple[
     if ".w13." in name:
         return [(cfg.ffn_dim, *rest)] * 2
     raise ValueError(f"no rule to split {name} into {n_parts} tensors")
+
+
+def answer_text(tokenizer, event) -> str:
+    """The generated answer of a decode event: tokens before the first end-of-text, specials dropped."""
+    return tokenizer.decode(event.tokens[: event.totals.tokens], skip_special_tokens=True)
 
 
 def chat_prompt_ids(tokenizer, text: str) -> list[int]:

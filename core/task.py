@@ -2,7 +2,7 @@
 
 Why this task: every answer is exact and checkable, the chain of thought gives the model real
 intermediate steps (each line depends on the one before), a distractor sentence makes it read the
-question, and the whole language fits in a ~180-word vocabulary, so a model of a few million
+question, and the whole language fits in a 121-token vocabulary, so a model of a few million
 parameters can learn it on two CPU cores in under an hour. Train and held-out problems come from
 disjoint seeds and duplicates of held-out prompts are removed from training.
 

@@ -25,17 +25,13 @@ from tqdm import tqdm
 
 from core.checkpoint import save_own_model
 from core.config import ModelConfig
+from core.loading import chat_prompt_ids
 from core.model import DiffusionTransformer
 from core.task import ITEMS, NAMES, NUMBERS, WORDS, make_problem, make_split
 from core.word_tokenizer import build_tokenizer
 
 GEN_LEN = 64  # response length the model is trained (and decoded) with
 EPS = 1e-3
-
-
-def chat_ids(tokenizer, text: str) -> list[int]:
-    out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-    return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
 
 
 def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str]):
@@ -47,7 +43,7 @@ def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str]):
         if prob.prompt in held_out:
             continue
         answer = tokenizer(prob.answer_text, add_special_tokens=False)["input_ids"]
-        pairs.append((chat_ids(tokenizer, prob.prompt), (answer + [eos] * GEN_LEN)[:GEN_LEN]))
+        pairs.append((chat_prompt_ids(tokenizer, prob.prompt), (answer + [eos] * GEN_LEN)[:GEN_LEN]))
     width = max(len(p) for p, _ in pairs)
     ids = torch.full((batch, width + GEN_LEN), pad, dtype=torch.long)
     for i, (p, a) in enumerate(pairs):
@@ -111,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--minutes", type=float, default=60.0, help="stop (and save) after this much wall time")
+    ap.add_argument("--until", type=int, default=None, help="pause (and save) after this step; resume later")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=100)
@@ -153,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     budget_s = args.minutes * 60
     t0 = time.monotonic() - elapsed
     done, ema = start, None
-    bar = tqdm(range(start, args.steps), initial=start, total=args.steps, desc="train")
+    bar = tqdm(range(start, min(args.steps, args.until or args.steps)), initial=start, total=args.steps, desc="train")
     for step in bar:
         progress = max(step / args.steps, (time.monotonic() - t0) / budget_s)
         if progress >= 1:

@@ -5,30 +5,37 @@ The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import json
 import os
+import pickle
 import sys
+import time
 import types
 from types import SimpleNamespace
 
+import gradio as gr
 import plotly.graph_objects as go
 import pytest
 import torch
 
 import app.gpu
 import app.models
+import app.trace
+import app.ui
 from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
 from app.params import BOUNDS, MAX_PROMPT_CHARS, compared_policies, parse_params
 from app.race import race
-from app.sessions import RunBoard
-from app.stream import stream_race
+from app.sessions import RunBoard, StopFlag
+from app.stream import Renderer, stream_race
 from app.text_view import TokenText, render_text
+from app.trace import write_trace
 from app.ui import Handlers
 from core.decoder import DecodeConfig, generate
 from core.events import StepEvent
-from core.loading import chat_prompt_ids
+from core.loading import answer_text, chat_prompt_ids
 from core.policies import make_policy
 from core.task import make_split
 
@@ -65,8 +72,20 @@ def fake_decoder(costs: list[float], closed: list[str] | None = None, name: str 
     try:
         for i, cost in enumerate(costs):
             yield StepEvent(
-                step=i, block=0, prompt_len=1, tokens=[], unmasked=[1 + i], unmasked_tokens=[5], entropies=[0.0],
-                max_entropy=0.0, full=False, reason="", rows=[], layer_rows=[], compute_s=cost, decision_s=0.0,
+                step=i,
+                block=0,
+                prompt_len=1,
+                tokens=[],
+                unmasked=[1 + i],
+                unmasked_tokens=[5],
+                entropies=[0.0],
+                max_entropy=0.0,
+                full=False,
+                reason="",
+                rows=[],
+                layer_rows=[],
+                compute_s=cost,
+                decision_s=0.0,
                 done=i == len(costs) - 1,
             )
     finally:
@@ -89,8 +108,14 @@ def test_race_always_steps_the_lane_behind_and_the_cheaper_one_finishes_first() 
 
 def test_race_throttles_snapshots_on_wall_time_but_keeps_finishes_and_the_end() -> None:
     ticks = iter(i * 0.1 for i in range(1000))
-    snaps = list(race([fake_decoder([1.0] * 10), fake_decoder([1.0] * 10)], ["a", "b"], throttle_s=0.35,
-                      wall_clock=lambda: next(ticks)))
+    snaps = list(
+        race(
+            [fake_decoder([1.0] * 10), fake_decoder([1.0] * 10)],
+            ["a", "b"],
+            throttle_s=0.35,
+            wall_clock=lambda: next(ticks),
+        )
+    )
     assert 5 <= len(snaps) < 20
     assert sum(la.clock for la in snaps[-1].lanes) == 20.0 and snaps[-1].finished
     assert sum(1 for s in snaps if any(la.done for la in s.lanes)) >= 2  # the first finish is never skipped
@@ -99,8 +124,13 @@ def test_race_throttles_snapshots_on_wall_time_but_keeps_finishes_and_the_end() 
 def test_race_stop_ends_it_and_closes_both_decoders() -> None:
     closed: list[str] = []
     n = iter(range(100))
-    snaps = list(race([fake_decoder([1.0] * 10, closed, "a"), fake_decoder([1.0] * 10, closed, "b")], ["a", "b"],
-                      should_stop=lambda: next(n) >= 3))
+    snaps = list(
+        race(
+            [fake_decoder([1.0] * 10, closed, "a"), fake_decoder([1.0] * 10, closed, "b")],
+            ["a", "b"],
+            should_stop=lambda: next(n) >= 3,
+        )
+    )
     assert len(snaps) == 3 and not snaps[-1].finished
     assert sorted(closed) == ["a", "b"]
 
@@ -136,9 +166,7 @@ def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_token
     assert all(u.final is None for u in updates[:-1])
 
     final = last.final
-    assert final.texts == tuple(
-        tokenizer.decode(r.tokens[: r.totals.tokens], skip_special_tokens=True) for r in (ref_none, ref_ours)
-    )
+    assert final.texts == tuple(answer_text(tokenizer, r) for r in (ref_none, ref_ours))
     trace = json.loads(final.trace_path.read_text())
     assert trace["settings"]["prompt"] == PROMPT and trace["prompt_ids"] == chat_prompt_ids(tokenizer, PROMPT)
     for lane, ref in zip(trace["lanes"], (ref_none, ref_ours)):
@@ -166,8 +194,18 @@ def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_pat
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     assert model.config.max_seq_len <= BOUNDS["gen_len"].high  # else this test needs a longer prompt
     too_long = params_for(registry, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
-    with pytest.raises(ValueError, match="exceed this model's"):
+    with pytest.raises(ValueError, match="exceeds the model's"):  # core's own check, at the first step
         next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))
+
+
+def test_with_a_threshold_the_plots_span_gen_len_steps(registry) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    params = params_for(registry, threshold=0.9)
+    # steps set as well (only a RunParams built by hand can hold both): it must not cut the plots short
+    for p in (params, dataclasses.replace(params, steps=2)):
+        renderer = Renderer(model, tokenizer, p)
+        assert renderer.max_steps == p.gen_len
+        assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, p.gen_len - 0.5)
 
 
 # ---- validation -----------------------------------------------------------------------------------------
@@ -183,9 +221,11 @@ BAD = [
     (dict(gen_len=100000), "gen length must be between 1 and 512"),
     (dict(gen_len=0), "gen length must be between"),
     (dict(gen_len=32.5), "gen length must be a whole number"),
-    (dict(block_len=5), r"block length \(5\) must divide gen length \(32\)"),
-    (dict(steps=3), "steps \\(3\\) must be 0 or a multiple of the number of blocks \\(2\\)"),
-    (dict(steps=64), "steps \\(64\\)"),
+    (dict(block_len=5), "do not fit together: gen_len 32 is not a multiple of block_len 5"),
+    (dict(block_len=64), "do not fit together: block_len must be"),
+    (dict(steps=3), "do not fit together: steps 3 must be a multiple of the number of blocks \\(2\\)"),
+    (dict(steps=64), "do not fit together: steps must be .* got 64"),
+    (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
     (dict(tau=float("nan")), "tau .* must be a finite number"),
     (dict(tau=-1), "tau .* must be between 0 and 12"),
     (dict(k=2.5), "must be a whole number"),
@@ -197,7 +237,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("bad, message", BAD, ids=[str(b) [:40] for b, _ in BAD])
+@pytest.mark.parametrize("bad, message", BAD, ids=[str(b)[:40] for b, _ in BAD])
 def test_bad_inputs_are_refused_with_a_clear_message(bad: dict, message: str) -> None:
     args = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none")
     numbers = controls()
@@ -208,11 +248,18 @@ def test_bad_inputs_are_refused_with_a_clear_message(bad: dict, message: str) ->
 
 
 def test_good_inputs_pass_unchanged() -> None:
-    p = parse_params("  a b  ", EMBEDDED_LABEL, "periodic", models=[EMBEDDED_LABEL],
-                     **controls(steps=4, threshold=0.9, temperature=0.5, seed=7, tau=1.25, k=3))
-    assert (p.prompt, p.steps, p.threshold, p.seed, p.k, p.tau) == ("a b", 4, 0.9, 7, 3, 1.25)
+    p = parse_params(
+        "  a b  ",
+        EMBEDDED_LABEL,
+        "periodic",
+        models=[EMBEDDED_LABEL],
+        **controls(steps=4, temperature=0.5, seed=7, tau=1.25, k=3),
+    )
+    assert (p.prompt, p.steps, p.threshold, p.seed, p.k, p.tau) == ("a b", 4, 0.0, 7, 3, 1.25)
     cfg = p.decode_config()
-    assert (cfg.steps, cfg.threshold, cfg.temperature) == (4, 0.9, 0.5)
+    assert (cfg.steps, cfg.threshold, cfg.temperature) == (4, None, 0.5)
+    t = parse_params("a", EMBEDDED_LABEL, "none", models=[EMBEDDED_LABEL], **controls(threshold=0.9))
+    assert (t.decode_config().steps, t.decode_config().threshold) == (None, 0.9)
     assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
 
 
@@ -230,9 +277,22 @@ class WordTokenizer:
 def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
     text = TokenText(WordTokenizer(), mask_id=0, eos_ids=(1,))
     assert text.sep == " "
-    event = StepEvent(step=3, block=0, prompt_len=2, tokens=[5, 0, 6, 1, 1], unmasked=[4], unmasked_tokens=[6],
-                      entropies=[0.1], max_entropy=0.1, full=False, reason="", rows=[0, 3, 4], layer_rows=[3],
-                      compute_s=0.0, decision_s=0.0)
+    event = StepEvent(
+        step=3,
+        block=0,
+        prompt_len=2,
+        tokens=[5, 0, 6, 1, 1],
+        unmasked=[4],
+        unmasked_tokens=[6],
+        entropies=[0.1],
+        max_entropy=0.1,
+        full=False,
+        reason="",
+        rows=[0, 3, 4],
+        layer_rows=[3],
+        compute_s=0.0,
+        decision_s=0.0,
+    )
     out = render_text(event, text, 5)
     assert "<script>" not in out and "&lt;script&gt;&amp;" in out
     assert out.count('class="ec-mask ec-rc"') == 1  # position 3 (response index 1): masked and recomputed
@@ -308,12 +368,99 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
     second = h.run(*run_args(**long), request=me)
     next(second)  # starting it cancels `first` before its next step
     assert list(first) == []
-    assert "Stopped." in h.stop(me) and board.flag("me").is_set()
+    assert "Stopped." in h.stop(me)
     rest = list(second)  # no further step; one last banner, so no late update hides the stop
     assert len(rest) == 1 and "Stopped." in rest[0][0]
     assert next(theirs)  # another session's run goes on
     theirs.close()
     assert len(board) == 0
+
+
+def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_successors_flag(registry) -> None:
+    board = RunBoard()
+    h = Handlers(registry, board, throttle_s=0)
+    me = SimpleNamespace(session_hash="me")
+    long = dict(gen_len=256, block_len=32)
+    first = h.run(*run_args(**long), request=me)
+    next(first)  # "Starting...": registered, no decoder started yet (where an 8B model would still load)
+    second = h.run(*run_args(**long), request=me)
+    next(second)  # registers `second` under the same session, which flags `first`
+    assert list(first) == []  # not one step after it was replaced
+    assert next(second, None) is not None  # the new run streams on
+    second.close()
+    assert len(board) == 0
+
+
+OUT_OF_RANGE = [
+    (dict(gen_len=100000), "gen length must be between 1 and 512"),
+    (dict(temperature=-1), "temperature must be between 0 and 2"),
+    (dict(tau=1e9), "tau .* must be between 0 and 12"),
+    (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
+]
+
+
+@pytest.mark.parametrize("bad, message", OUT_OF_RANGE, ids=[str(b) for b, _ in OUT_OF_RANGE])
+def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict, message: str) -> None:
+    """What an API client gets past Gradio's slider bounds still meets the handler's own checks."""
+    board = RunBoard()
+    h = Handlers(registry, board, throttle_s=0)
+    with pytest.raises(gr.Error, match=message):
+        next(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
+    assert len(board) == 0  # refused before any run was registered
+
+
+def test_on_zero_gpu_the_gpu_function_gets_only_picklable_arguments(registry, monkeypatch) -> None:
+    # spaces.GPU pickles the arguments into a forked worker: the stop flag (a threading.Event) cannot go
+    with pytest.raises(TypeError):
+        pickle.dumps(StopFlag())
+    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
+    monkeypatch.setattr(app.ui, "is_zero_gpu", lambda: True)
+    h = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), RunBoard(), throttle_s=60)
+    sent = []
+
+    def gpu_snapshots(*args):
+        sent.append(pickle.loads(pickle.dumps(args)))
+        return h.snapshots(*args)
+
+    h.gpu_snapshots = gpu_snapshots
+    c = controls()
+    out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=SimpleNamespace(session_hash="z")))
+    assert "finished" in out[-1][0] and len(sent) == 1 and sent[0][3] is None
+
+
+def test_one_race_at_a_time_on_a_gpu_host(monkeypatch) -> None:
+    # every GPU model sits on cuda:0, so more GPUs must not mean more races at once
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert app.gpu.default_concurrency() == 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert app.gpu.default_concurrency() == app.gpu.CPU_CONCURRENCY
+
+
+# ---- trace files ------------------------------------------------------------------------------------------
+
+
+def test_trace_folder_keeps_only_the_newest_files_within_the_caps(monkeypatch, tmp_path) -> None:
+    now = time.time()
+    for i in range(6):  # old0 is the oldest
+        (tmp_path / f"entropycache-trace-old{i}.json").write_text("x" * 100)
+        os.utime(tmp_path / f"entropycache-trace-old{i}.json", (now - 100 + i, now - 100 + i))
+    stale = tmp_path / "entropycache-trace-stale.json"
+    stale.write_text("{}")
+    os.utime(stale, (now - app.trace.MAX_AGE_S - 10,) * 2)
+    (tmp_path / "not-a-trace.json").write_text("{}")
+
+    def traces() -> set[str]:
+        return {p.name for p in tmp_path.glob("entropycache-trace-*.json")}
+
+    monkeypatch.setattr(app.trace, "MAX_FILES", 4)
+    first = write_trace({"n": 1}, tmp_path)
+    assert traces() == {first.name, *(f"entropycache-trace-old{i}.json" for i in (3, 4, 5))}
+    monkeypatch.setattr(app.trace, "MAX_FILES", 200)
+    monkeypatch.setattr(app.trace, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
+    second = write_trace({"n": 2}, tmp_path)
+    assert traces() == {first.name, second.name, "entropycache-trace-old5.json", "entropycache-trace-old4.json"}
+    assert (tmp_path / "not-a-trace.json").exists()
 
 
 def test_zero_gpu_decorator_is_applied_only_when_spaces_is_installed(monkeypatch) -> None:

@@ -54,6 +54,8 @@ def test_cli_prints_answer_and_summary(model_dir):
         (["--prompt", "mia", "--gen-len", "20"], "error: gen_len 20 is not a multiple of block_len 8"),
         (["--prompt", "mia", "--tau", "nan"], "error: tau must be a number"),
         (["--prompt", "mia", "--steps", "1000"], "error: steps must be an integer in [2, 16]"),
+        (["--prompt", "mia", "--gen-len", "0"], "error: gen_len must be an integer in [1, 8192]"),
+        (["--prompt", "mia", "--device", "tpu9"], "error: unknown device 'tpu9'"),
     ],
 )
 def test_cli_bad_input(model_dir, args, message):

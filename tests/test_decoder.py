@@ -7,7 +7,7 @@ import torch
 from conftest import tiny_model
 
 from core.decoder import DecodeConfig, decode, generate
-from core.policies import make_policy
+from core.policies import CachePolicy, Plan, make_policy
 
 PROMPT = [3, 9, 4, 12, 7, 30]
 
@@ -33,6 +33,26 @@ def test_entropy_with_tau_minus_inf_equals_no_cache_every_step(family, cfg):
     for a, b in zip(exact, always_full):
         assert (a.tokens, a.unmasked) == (b.tokens, b.unmasked)
         assert b.full
+
+
+class EveryRowPartial(CachePolicy):
+    """Partial passes that list every row: they must reproduce the exact decoder, which checks that
+    partial passes write fresh K/V and read logits from the right rows (Dream's shift)."""
+
+    name = "every-row-partial"
+
+    def plan(self, ctx):
+        return Plan(torch.arange(ctx.length), "every row, as a partial pass")
+
+
+@pytest.mark.parametrize("threshold", [None, 0.3])
+def test_partial_passes_over_every_row_equal_no_cache(family, threshold):
+    model = tiny_model(family)
+    cfg = dict(gen_len=16, block_len=8, threshold=threshold, stop_at_eos=False)
+    exact = run(model, make_policy("none"), **cfg)
+    partial = run(model, EveryRowPartial(), **cfg)
+    assert [e.tokens for e in partial] == [e.tokens for e in exact]
+    assert not any(e.full for e in partial)
 
 
 def test_same_seed_repeats_exactly(family):
@@ -100,7 +120,7 @@ def test_stops_at_end_of_text_and_fills_the_rest():
         (dict(gen_len=16, block_len=8, steps=17), "steps must be an integer in [2, 16]"),
         (dict(gen_len=16, block_len=8, steps=5), "multiple of the number of blocks"),
         (dict(gen_len=0, block_len=8), "gen_len must be"),
-        (dict(gen_len=16, block_len=8, threshold=1.5), "threshold must be in (0, 1]"),
+        (dict(gen_len=16, block_len=8, threshold=1.5), "threshold must be a number in (0, 1]"),
         (dict(gen_len=16, block_len=8, temperature=float("nan")), "temperature"),
     ],
 )
@@ -114,6 +134,8 @@ def test_bad_prompts_raise_clear_errors():
     model = tiny_model()
     with pytest.raises(ValueError, match="prompt is empty"):
         list(decode(model, [], make_policy("none"), DecodeConfig(gen_len=8, block_len=8)))
+    with pytest.raises(ValueError, match="prompt token ids must be integers"):
+        list(decode(model, [1, 2.5], make_policy("none"), DecodeConfig(gen_len=8, block_len=8)))
     with pytest.raises(ValueError, match="outside the vocabulary"):
         list(decode(model, [1, 999], make_policy("none"), DecodeConfig(gen_len=8, block_len=8)))
     with pytest.raises(ValueError, match="exceeds the model's 4096 positions"):

@@ -73,8 +73,11 @@ def test_device_map_dispatch_gives_same_logits(llada_dir):
     plain, _ = load_model(llada_dir)
     with pytest.raises(ValueError, match="device_map must be None, 'auto' or a dict"):
         load_model(llada_dir, device_map="everywhere")
-    placement = {"embed": "cpu", "layers.0": "cpu", "layers.1": "cpu", "norm": "cpu", "lm_head": "cpu"}
+    # Across real devices (GPUs) accelerate's dispatch_model also adds hooks; with no GPU here we check
+    # that every tensor is materialised where the map puts it.
+    placement = {"embed": "cpu", "layers.0": torch.device("cpu"), "layers": "cpu", "norm": "cpu", "lm_head": "cpu"}
     mapped, _ = load_model(llada_dir, device_map=placement)
+    assert all(p.device.type == "cpu" for p in mapped.parameters())
     ids = torch.randint(0, 60, (1, 10))
     torch.testing.assert_close(mapped.full_logits(ids), plain.full_logits(ids))
 
@@ -119,6 +122,30 @@ def test_unexpected_tensor_is_named(llada_dir):
         load_model(llada_dir)
 
 
+def test_bad_devices_are_clear_errors(llada_dir):
+    with pytest.raises(ValueError, match="unknown device 'gpu0'"):
+        load_model(llada_dir, device="gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            load_model(llada_dir, device="cuda")
+
+
+def test_unsupported_variant_is_refused(llada_dir):
+    cfg = json.loads((llada_dir / "config.json").read_text())
+    cfg["clip_qkv"] = 8.0
+    (llada_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="unsupported LLaDA variant: clip_qkv=8.0"):
+        load_model(llada_dir)
+
+
+def test_index_cannot_point_outside_the_folder(llada_dir):
+    index = json.loads((llada_dir / "model.safetensors.index.json").read_text())
+    index["weight_map"]["model.transformer.ln_f.weight"] = "../elsewhere.safetensors"
+    (llada_dir / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="shard outside the checkpoint folder"):
+        load_model(llada_dir)
+
+
 def test_pickled_weights_are_refused(llada_dir):
     for f in llada_dir.glob("model*.safetensors*"):
         f.unlink()
@@ -146,6 +173,8 @@ def test_hub_id_resolves_through_the_hub_cache_offline(tmp_path, monkeypatch, ll
     (cache / "models--GSAI-ML--LLaDA-8B-Instruct" / "refs" / "main").write_text("a" * 40)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ValueError, match="could not get 'nobody/nothing' from the hub or its cache"):
+        load_model("nobody/nothing")
     by_id, _ = load_model("GSAI-ML/LLaDA-8B-Instruct")
     by_alias, _ = load_model("llada")
     local, _ = load_model(llada_dir)

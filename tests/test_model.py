@@ -34,6 +34,24 @@ def test_partial_forward_uses_reused_rows_from_the_cache(family):
     assert (fresh - after).abs().max() > 1e-4  # while a full forward does see the change
 
 
+def test_partial_forward_writes_fresh_kv_for_its_rows(family):
+    """After tokens change at rows S, a partial pass over S leaves the cache at S equal to a full
+    forward on the new tokens at the first layer (whose inputs depend only on the token itself)."""
+    model = tiny_model(family)
+    ids = torch.randint(0, 40, (1, 16))
+    cache = model.new_cache(1, 16)
+    model(ids, cache)
+    rows = torch.tensor([3, 9, 10])
+    new = ids.clone()
+    new[0, rows] = (ids[0, rows] + 5) % 40
+    model(new[:, rows], cache, rows)
+    fresh = model.new_cache(1, 16)
+    model(new, fresh)
+    torch.testing.assert_close(cache.k[0][:, :, rows], fresh.k[0][:, :, rows])
+    torch.testing.assert_close(cache.v[0][:, :, rows], fresh.v[0][:, :, rows])
+    assert (cache.k[0][:, :, rows] - model.new_cache(1, 16).k[0][:, :, rows]).abs().max() > 0
+
+
 def test_logit_rows_select_a_subset(family):
     model = tiny_model(family)
     ids = torch.randint(0, 40, (1, 12))

@@ -40,7 +40,7 @@ def test_entropy_partial_rows_are_block_masks_plus_k_recent():
     assert rows(policy.plan(MID)) == [7, 8, 9, 10, 11]  # k=3 adds 7 (step 3)
     policy = make_policy("entropy", tau=0.5, k=0)
     policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
-    assert rows(policy.plan(MID)) == [9, 11]
+    assert rows(policy.plan(MID)) == [9, 10, 11]  # k=0: still the token of the last step (10), once
 
 
 def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
@@ -52,6 +52,13 @@ def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
     start = context(8, 2, 0, [12, 13, 14, 15], {})
     assert rows(policy.plan(start)) is None
     assert rows(make_policy("entropy").plan(MID)) is None  # fresh policy: first step is full
+
+
+def test_entropy_recomputes_every_token_of_a_parallel_step_once():
+    """A parallel step can unmask more than k tokens: each is recomputed at the next partial step."""
+    policy = make_policy("entropy", tau=0.5, k=1)
+    policy.observe(MID, Outcome(torch.tensor([5, 6, 10]), torch.tensor([0.1, 0.1, 0.1])))
+    assert rows(policy.plan(MID)) == [5, 6, 9, 10, 11]  # masked 9, 11; last step 5, 6, 10; k=1 recent: 10
 
 
 def test_dual_prefix_periodic_rows():
@@ -87,17 +94,19 @@ def test_decoder_counts_rows_per_step_exactly():
 @pytest.mark.parametrize("family, shift", [("llada", 0), ("dream", 1)])
 def test_dream_shift_is_honoured_in_partial_passes(family, shift):
     """Dream reads position i's logits at row i-1, so a partial pass must compute row i-1 of every
-    masked position; LLaDA reads row i. With k=0 the rows are exactly those."""
+    masked position; LLaDA reads row i. With k=0 the rows are exactly those, plus the row unmasked
+    in the previous step."""
     model = tiny_model(family)
     prompt = [5, 6, 7]
     cfg = DecodeConfig(gen_len=8, block_len=8, stop_at_eos=False)
     events = list(decode(model, prompt, make_policy("entropy", tau=math.inf, k=0), cfg))
     partial = [e for e in events if not e.full]
     assert len(partial) == 7
-    for e in partial:
+    for before, e in zip(events, events[1:]):
         masked_after = {len(prompt) + i for i, t in enumerate(e.tokens) if t == model.config.mask_token_id}
         masked_before = masked_after | set(e.unmasked)
-        assert sorted(e.rows) == sorted(masked_before | {m - shift for m in masked_before})
+        expected = masked_before | {m - shift for m in masked_before} | set(before.unmasked)
+        assert sorted(e.rows) == sorted(expected)
 
 
 def test_policy_can_be_added_without_touching_the_decoder():

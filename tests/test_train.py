@@ -7,14 +7,31 @@ from core.loading import load_model
 from core.task import extract_answer, make_split
 from core.train import main as train
 
-TINY = ["--batch", "4", "--dim", "32", "--layers", "1", "--heads", "2", "--ffn", "64", "--minutes", "1000"]
+TINY = [
+    "--batch",
+    "4",
+    "--dim",
+    "32",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--ffn",
+    "64",
+    "--minutes",
+    "1000",
+    "--warmup",
+    "1",
+    "--steps",
+    "5",
+]  # past warm-up: the cosine schedule is exercised
 
 
 def test_resume_is_exact_and_output_loads(tmp_path):
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(["--steps", "4", "--out", str(straight / "model"), "--state", str(straight / "state"), *TINY])
-    train(["--steps", "2", "--out", str(split / "model"), "--state", str(split / "state"), *TINY])
-    train(["--steps", "4", "--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY])
+    train(["--out", str(straight / "model"), "--state", str(straight / "state"), *TINY])
+    train(["--until", "2", "--out", str(split / "model"), "--state", str(split / "state"), *TINY])
+    train(["--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY])
     a = load_file(straight / "state" / "model.safetensors")
     b = load_file(split / "state" / "model.safetensors")
     assert a.keys() == b.keys()

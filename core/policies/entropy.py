@@ -2,8 +2,10 @@
 
 After each step, E = max over the tokens unmasked in it of the entropy of their predicted
 distribution. E > tau means the cache has likely drifted: the next step is a full forward. Otherwise
-the next step computes only the masked rows of the current block plus the k most recently
-decoded rows, whose features keep moving for a few steps after they are unmasked. The first step of
+the next step computes only the masked rows of the current block, every row unmasked in the last
+step, and the k most recently decoded rows, whose features keep moving for a few steps after they
+are unmasked. (With parallel decoding a step can unmask more than k tokens: each of them is
+recomputed once with its real token, otherwise its cache row would keep the [MASK] K/V.) The first step of
 every block is full. The decision costs O(vocab) per decoded token, nothing per layer or position.
 """
 
@@ -36,6 +38,7 @@ class EntropyCache(CachePolicy):
     def reset(self) -> None:
         self.full_next = True
         self.last_entropy: float | None = None
+        self.last_unmasked = torch.empty(0, dtype=torch.long)
 
     def params(self) -> dict:
         return {"tau": self.tau, "k": self.k}
@@ -47,10 +50,12 @@ class EntropyCache(CachePolicy):
             return Plan(None, "full: nothing decoded yet")
         if self.full_next:
             return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
-        rows = torch.cat([ctx.block_masked, most_recent(ctx, self.k)]).unique()
+        last = self.last_unmasked.to(ctx.block_masked.device)
+        rows = torch.cat([ctx.block_masked, last, most_recent(ctx, self.k)]).unique()
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
         e = float(outcome.entropies.max()) if outcome.entropies.numel() else 0.0
         self.last_entropy = e
+        self.last_unmasked = outcome.unmasked
         self.full_next = e > self.tau
