@@ -62,9 +62,3 @@ class CachePolicy:
 
 def block_rows(ctx: StepContext) -> torch.Tensor:
     return torch.arange(ctx.block_start, ctx.block_end, device=ctx.masked.device)
-
-
-def most_recent(ctx: StepContext, k: int) -> torch.Tensor:
-    """Positions of the k most recently unmasked tokens (within one step, the higher positions)."""
-    recent = ctx.decode_order[-k:] if k > 0 else []
-    return torch.tensor(recent, dtype=torch.long, device=ctx.masked.device)

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from core.policies.base import CachePolicy, Outcome, Plan, StepContext, most_recent
+from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.policies.registry import register
 
 DEFAULT_TAU = 0.5
@@ -38,7 +38,7 @@ class EntropyCache(CachePolicy):
     def reset(self) -> None:
         self.full_next = True
         self.last_entropy: float | None = None
-        self.last_unmasked = torch.empty(0, dtype=torch.long)
+        self.last_unmasked: list[int] = []
 
     def params(self) -> dict:
         return {"tau": self.tau, "k": self.k}
@@ -50,12 +50,14 @@ class EntropyCache(CachePolicy):
             return Plan(None, "full: nothing decoded yet")
         if self.full_next:
             return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
-        last = self.last_unmasked.to(ctx.block_masked.device)
-        rows = torch.cat([ctx.block_masked, last, most_recent(ctx, self.k)]).unique()
+        # A few dozen positions: Python sets are cheaper here than tensor cat + unique.
+        recent = ctx.decode_order[-self.k :] if self.k else []
+        rows = sorted(set(ctx.block_masked.tolist()).union(self.last_unmasked, recent))
+        rows = torch.tensor(rows, dtype=torch.long, device=ctx.block_masked.device)
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
         e = float(outcome.entropies.max()) if outcome.entropies.numel() else 0.0
         self.last_entropy = e
-        self.last_unmasked = outcome.unmasked
+        self.last_unmasked = outcome.unmasked.tolist()
         self.full_next = e > self.tau
