@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 import torch
 
-from app.gpu import default_concurrency, free_memory, is_zero_gpu, on_gpu
+from app.gpu import default_concurrency, free_memory, on_gpu
 from app.models import ModelRegistry
 from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, RunParams, compared_policies, parse_params
 from app.race import Snapshot
@@ -50,11 +50,9 @@ class Handlers:
     ) -> Iterator[Snapshot]:
         """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures.
 
-        `stop` is the run's own flag, polled between steps. On ZeroGPU it is None: spaces.GPU pickles the
-        arguments into a forked worker process, which a threading.Event can neither survive nor be seen
-        from. There only closing this generator (Gradio's cancel, i.e. the Stop button) ends a run; a
-        replaced run is not stopped, and spaces may let the worker's decode go on until it ends or
-        GPU_DURATION_S passes.
+        `stop` is the run's own flag, polled between steps. On ZeroGPU spaces.GPU pickles the arguments
+        into a forked worker process; the flag is file-backed (app/sessions.py), so the worker's copy
+        sees a Stop or a new Run set in the server and its race ends within one step.
         """
         model, tokenizer = self.registry.get(label)
         if model not in self._warm:
@@ -96,16 +94,14 @@ class Handlers:
         model, tokenizer = self.registry.get(params.model)
         renderer = Renderer(model, tokenizer, params)
         yield outputs(renderer.empty("Starting..."), clear_final=True)
-        run, stop = self.snapshots, flag
-        if choice.device == "cuda":
-            run, stop = self.gpu_snapshots, (None if is_zero_gpu() else flag)  # see snapshots: no flag on ZeroGPU
-        with closed_after(run(params.model, params, renderer.prompt_ids, stop)) as snapshots:  # freed if cancelled
+        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
+        with closed_after(run(params.model, params, renderer.prompt_ids, flag)) as snapshots:  # freed if cancelled
             for snap in snapshots:
                 yield outputs(renderer.update(snap))  # rendering happens here, between steps, off the clocks
 
     def stop(self, request: gr.Request = None) -> str:
         # Gradio's own cancel (cancels=[run_event]) may already have closed the run; the flag covers a
-        # run caught mid-step, which Gradio cannot close.
+        # run caught mid-step, which Gradio cannot close, and a ZeroGPU worker, which closing does not stop.
         self.board.cancel(getattr(request, "session_hash", None))
         return STOPPED
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
 from core.decoder import DecodeConfig, generate
@@ -146,6 +148,33 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30) -> dict[int, float]:
+    """Seconds per forward computing n rows of a cache of `length` positions, n in row_counts
+    (n >= length means a full forward). Shows how far a partial pass is from costing n / length."""
+    device = model.embed.weight.device
+    ids = torch.randint(0, model.config.vocab_size, (1, length), device=device)
+    cache = model.new_cache(1, length)
+    out = {}
+    with torch.no_grad():
+        for n in row_counts:
+            rows = None if n >= length else torch.arange(length - n, length, device=device)
+            x = ids if rows is None else ids[:, rows]
+            for _ in range(3):
+                model(x, cache, rows, torch.tensor([length - 1], device=device))
+            _sync_device(device)
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                model(x, cache, rows, torch.tensor([length - 1], device=device))
+            _sync_device(device)
+            out[n] = (time.perf_counter() - t0) / repeats
+    return out
+
+
+def _sync_device(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",") if v.strip()]
 
@@ -167,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--json", default=None, help="write the result rows here")
+    ap.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 108,18,2")
+    ap.add_argument("--length", type=int, default=108, help="cache length for --forward-rows")
     args = ap.parse_args(argv)
     try:
         if not 1 <= args.n <= 1000:
@@ -177,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         config = DecodeConfig(gen_len=args.gen_len, block_len=args.block, steps=args.steps, threshold=args.threshold)
         config.validate()
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
+        if args.forward_rows:
+            costs = forward_costs(model, args.length, [int(v) for v in args.forward_rows.split(",")])
+            full = max(costs.values())
+            for n, s in costs.items():
+                print(f"{n:5d} rows of {args.length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest)")
+            return 0
         rows = run_bench(model, tokenizer, make_split("test", args.n), contenders, config, warmup=args.warmup)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -9,6 +9,7 @@ import dataclasses
 import importlib
 import importlib.util
 import json
+import multiprocessing
 import os
 import pickle
 import sys
@@ -29,7 +30,7 @@ from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registr
 from app.params import BOUNDS, MAX_PROMPT_CHARS, compared_policies, parse_params
 from app.race import race
 from app.sessions import RunBoard, StopFlag
-from app.stream import Renderer, stream_race
+from app.stream import Renderer, race_snapshots, stream_race
 from app.text_view import TokenText, render_text
 from app.trace import write_trace
 from app.ui import Handlers
@@ -409,23 +410,105 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
     assert len(board) == 0  # refused before any run was registered
 
 
-def test_on_zero_gpu_the_gpu_function_gets_only_picklable_arguments(registry, monkeypatch) -> None:
-    # spaces.GPU pickles the arguments into a forked worker: the stop flag (a threading.Event) cannot go
-    with pytest.raises(TypeError):
-        pickle.dumps(StopFlag())
+def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(
+    registry, monkeypatch
+) -> None:
+    # spaces.GPU pickles the arguments into a forked worker: the race there polls only a copy of the flag
     monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
-    monkeypatch.setattr(app.ui, "is_zero_gpu", lambda: True)
-    h = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), RunBoard(), throttle_s=60)
+    board = RunBoard()
+    h = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), board, throttle_s=60)
     sent = []
 
     def gpu_snapshots(*args):
         sent.append(pickle.loads(pickle.dumps(args)))
-        return h.snapshots(*args)
+        return h.snapshots(*sent[-1])
 
     h.gpu_snapshots = gpu_snapshots
+    me = SimpleNamespace(session_hash="z")
     c = controls()
-    out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=SimpleNamespace(session_hash="z")))
-    assert "finished" in out[-1][0] and len(sent) == 1 and sent[0][3] is None
+    out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me))
+    assert "finished" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][3], StopFlag)
+    c = controls(gen_len=256, block_len=32)
+    run = h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me)
+    next(run), next(run)  # "Starting...", then the first step
+    h.stop(me)  # sets the server's flag, not the copy the race polls
+    rest = list(run)
+    assert len(rest) == 1 and "Stopped." in rest[0][0]
+    assert not any(os.path.exists(args[3].path) for args in sent) and len(board) == 0
+
+
+def _race_in_child(flag_bytes: bytes, model, params, prompt_ids: list[int], report) -> None:
+    """A forked worker's side, as on ZeroGPU: a real race that polls an unpickled copy of the flag."""
+    torch.set_num_threads(1)  # the parent's OpenMP pool does not survive a fork; stay single-threaded
+    flag = pickle.loads(flag_bytes)
+    n, finished = 0, False
+    for snap in race_snapshots(model, prompt_ids, params, throttle_s=0, should_stop=flag.is_set):
+        n, finished = n + 1, snap.finished
+        if n == 1:
+            report.put("started")
+    report.put((n, finished))
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # spaces forks a threaded server as well
+def test_a_stop_flag_survives_pickling_and_a_forked_worker_sees_the_servers_stop(registry) -> None:
+    flag = StopFlag()
+    copy = pickle.loads(pickle.dumps(flag))
+    assert copy.path == flag.path and not copy.is_set()
+    copy.set()
+    assert flag.is_set()  # a copy's set() reaches the original too
+    flag.discard()
+    assert not copy.is_set()
+
+    board = RunBoard()
+    key, flag = board.begin("worker")
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    params = params_for(registry, gen_len=256, block_len=32)
+    ctx = multiprocessing.get_context("fork")  # what spaces uses for its GPU worker
+    report = ctx.Queue()
+    child = ctx.Process(
+        target=_race_in_child, args=(pickle.dumps(flag), model, params, chat_prompt_ids(tokenizer, PROMPT), report)
+    )
+    child.start()
+    try:
+        assert report.get(timeout=120) == "started"
+        assert board.cancel("worker")  # the Stop button, in the server process
+        steps, finished = report.get(timeout=120)
+        child.join(timeout=30)
+    finally:
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0 and not finished and steps < 100  # stopped early, far from 256 tokens
+    board.end(key, flag)
+    assert not os.path.exists(flag.path) and len(board) == 0
+
+
+def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(registry) -> None:
+    board = RunBoard()
+    h = Handlers(registry, board, throttle_s=0)
+    flags = []
+    begin = board.begin
+
+    def recording_begin(session: str | None):
+        key, flag = begin(session)
+        flags.append(flag)
+        return key, flag
+
+    board.begin = recording_begin
+    me = SimpleNamespace(session_hash="me")
+    long = dict(gen_len=256, block_len=32)
+    assert "finished" in list(h.run(*run_args(), request=me))[-1][0]
+    stopped = h.run(*run_args(**long), request=me)
+    next(stopped), next(stopped)
+    h.stop(me)
+    assert flags[1].is_set()  # the stop is a file while the run is in flight
+    list(stopped)
+    replaced = h.run(*run_args(**long), request=me)
+    next(replaced), next(replaced)
+    new = h.run(*run_args(**long), request=me)
+    next(new)
+    assert list(replaced) == []
+    new.close()
+    assert len(flags) == 4 and not any(os.path.exists(f.path) for f in flags) and len(board) == 0
 
 
 def test_one_race_at_a_time_on_a_gpu_host(monkeypatch) -> None:

@@ -116,3 +116,11 @@ def test_cli_writes_table_and_json(saved, tmp_path):
 def test_cli_bad_input(saved, args, message):
     res = bench_cli("--model", str(saved), *args)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_forward_costs_cover_each_row_count(saved):
+    from core.bench import forward_costs
+
+    model, _ = load_model(saved)
+    costs = forward_costs(model, 24, [24, 6, 1], repeats=2)
+    assert list(costs) == [24, 6, 1] and all(s > 0 for s in costs.values())
