@@ -127,9 +127,10 @@ def decode(
             totals.rows_full += length * cfg.n_layers
             totals.compute_s += event.compute_s
             totals.decision_s += event.decision_s
-            totals.tokens = _n_generated(x[p:].tolist(), mask_id, eos)
-            last = done or (block == n_blocks - 1 and not bool((x[start:end] == mask_id).any()))
-            yield replace(event, tokens=x[p:].tolist(), totals=replace(totals), done=last)
+            response = x[p:].tolist()
+            totals.tokens = _n_generated(response, mask_id, eos)
+            last = done or (block == n_blocks - 1 and mask_id not in response)
+            yield replace(event, tokens=response, totals=replace(totals), done=last)
             step += 1
             block_step += 1
             if done:
@@ -150,9 +151,10 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
     logit_rows = (targets - shift).clamp_min(0)  # Dream reads position i's logits at row i-1
     rows = None if plan.rows is None else torch.cat([plan.rows.to(device), logit_rows]).unique()
     ids = x[None] if rows is None else x[rows][None]
-    logits = model(ids, cache, rows, logit_rows.unique())[0]
+    needed = logit_rows.unique()
+    logits = model(ids, cache, rows, needed)[0]
     if shift:  # back from unique rows to one logit row per target
-        logits = logits[torch.searchsorted(logit_rows.unique(), logit_rows)]
+        logits = logits[torch.searchsorted(needed, logit_rows)]
 
     picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
     positions = targets[picked]
