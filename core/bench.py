@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, generate
+from core.decoder import DecodeConfig, decode, generate
+from core.diagnostics import drift_vs_entropy, pearson, spearman, volatility_curve
 from core.generate import torch_dtype
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
@@ -148,6 +149,26 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def drift_report(model, tokenizer, problems: list[Problem], contender: Contender, config: DecodeConfig) -> dict:
+    """Observation 1 and 2 pooled over problems: entropy-vs-drift correlations and the volatility curve."""
+    events_all, pairs = [], {"entropy": [], "drift_cos": [], "drift_l2": []}
+    for problem in problems:
+        ids = chat_prompt_ids(tokenizer, problem.prompt)
+        events = list(decode(model, ids, make_policy(contender.policy, **contender.params), config, probe=True))
+        one = drift_vs_entropy(events)
+        for key in pairs:
+            pairs[key] += one[key]
+        events_all += events
+    return {
+        "n_pairs": len(pairs["entropy"]),
+        "pearson_cos": pearson(pairs["entropy"], pairs["drift_cos"]),
+        "spearman_cos": spearman(pairs["entropy"], pairs["drift_cos"]),
+        "pearson_l2": pearson(pairs["entropy"], pairs["drift_l2"]),
+        "spearman_l2": spearman(pairs["entropy"], pairs["drift_l2"]),
+        "volatility": volatility_curve(events_all),
+    }
+
+
 def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30) -> dict[int, float]:
     """Seconds per forward computing n rows of a cache of `length` positions, n in row_counts
     (n >= length means a full forward). Shows how far a partial pass is from costing n / length."""
@@ -198,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the result rows here")
     ap.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 108,18,2")
     ap.add_argument("--length", type=int, default=108, help="cache length for --forward-rows")
+    ap.add_argument("--drift", action="store_true", help="instead: entropy-vs-drift correlation and volatility curve")
     args = ap.parse_args(argv)
     try:
         if not 1 <= args.n <= 1000:
@@ -213,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
             full = max(costs.values())
             for n, s in costs.items():
                 print(f"{n:5d} rows of {args.length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest)")
+            return 0
+        if args.drift:
+            report = drift_report(model, tokenizer, make_split("test", args.n), contenders[-1], config)
+            curve = report.pop("volatility")
+            print(json.dumps(report, indent=1))
+            print("K/V change by steps since unmasked:", {a: round(v, 4) for a, v in list(curve.items())[:12]})
             return 0
         rows = run_bench(model, tokenizer, make_split("test", args.n), contenders, config, warmup=args.warmup)
     except ValueError as e:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from core.diagnostics import kv_drift, row_change
 from core.events import StepEvent, Totals
 from core.model import DiffusionTransformer
 from core.policies.base import CachePolicy, Outcome, StepContext
@@ -89,8 +90,12 @@ def decode(
     prompt_ids: Sequence[int] | torch.Tensor,
     policy: CachePolicy,
     config: DecodeConfig = DecodeConfig(),
+    probe: bool = False,
 ) -> Iterator[StepEvent]:
-    """Decode one prompt; yield a StepEvent per step, the last one with done=True and the totals."""
+    """Decode one prompt; yield a StepEvent per step, the last one with done=True and the totals.
+
+    probe=True also measures, each step, the cache's drift and each token's K/V volatility (see
+    core/diagnostics.py) with an extra full forward that is not counted in the step's time."""
     config.validate()
     prompt = _check_prompt(model, prompt_ids, config.gen_len)
     cfg = model.config
@@ -107,6 +112,7 @@ def decode(
     totals = Totals()
     n_blocks = config.gen_len // config.block_len
 
+    probe_state = _Probe(model, length) if probe else None
     step = 0
     for block in range(n_blocks):
         start = p + block * config.block_len
@@ -118,8 +124,11 @@ def decode(
             block_masked = masked[start:end].nonzero().flatten() + start
             ctx = StepContext(step, block, block_step, start, end, p, length, masked, block_masked, decode_order)
             n_transfer = None if config.threshold is not None else schedule[block_step]
-            event = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
+            measured = probe_state.measure(x, cache, step) if probe_state else {}
+            event = replace(_step(model, x, cache, ctx, policy, n_transfer, config, generator), **measured)
             decode_order.extend(event.unmasked)
+            if probe_state:
+                probe_state.unmasked_at.update((pos, step) for pos in event.unmasked)
             done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
             totals.steps += 1
             totals.full_steps += event.full
@@ -184,6 +193,28 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
         compute_s=t_end - t0,
         decision_s=t_plan + (t_end - t1),
     )
+
+
+class _Probe:
+    """Fresh K/V of every row at the start of each step, for drift and volatility (diagnostics)."""
+
+    def __init__(self, model: DiffusionTransformer, length: int) -> None:
+        self.model, self.length = model, length
+        self.previous = None
+        self.unmasked_at: dict[int, int] = {}
+
+    @torch.no_grad()
+    def measure(self, x: torch.Tensor, cache, step: int) -> dict:
+        fresh = self.model.new_cache(1, self.length)
+        self.model(x[None], fresh, None, x.new_zeros(1))  # K/V of every row; one logit row, unused
+        out = {}
+        if step > 0:  # before the first step there is no cache to be stale
+            out["drift_cos"], out["drift_l2"] = kv_drift(cache, fresh)
+        if self.previous is not None:
+            change = row_change(self.previous, fresh).tolist()
+            out["volatility"] = [[step - s, change[pos]] for pos, s in sorted(self.unmasked_at.items())]
+        self.previous = fresh
+        return out
 
 
 def _finish_at_eos(x: torch.Tensor, p: int, mask_id: int, eos: set[int]) -> bool:

@@ -50,6 +50,11 @@ class StepEvent:
     decision_s: float
     totals: Totals = field(default_factory=Totals)  # running totals, including this step
     done: bool = False
+    # Filled only by decode(..., probe=True) (see core/diagnostics.py): the cache's drift at the
+    # start of the step, per layer, and [steps since unmasked, K/V change since last step] per token.
+    drift_cos: list[float] | None = None
+    drift_l2: list[float] | None = None
+    volatility: list[list[float]] | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -124,3 +124,15 @@ def test_forward_costs_cover_each_row_count(saved):
     model, _ = load_model(saved)
     costs = forward_costs(model, 24, [24, 6, 1], repeats=2)
     assert list(costs) == [24, 6, 1] and all(s > 0 for s in costs.values())
+
+
+def test_drift_report_pools_problems(saved):
+    from core.bench import drift_report
+
+    model, tok = load_model(saved)
+    config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
+    report = drift_report(model, tok, make_split("test", 2), Contender("entropy", {"tau": 0.5, "k": 2}), config)
+    assert report["n_pairs"] == 2 * 15  # every step but the first of each problem
+    for key in ("pearson_cos", "spearman_cos", "pearson_l2", "spearman_l2"):
+        assert -1.0 <= report[key] <= 1.0
+    assert min(report["volatility"]) == 1
