@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +64,12 @@ def run_bench(
     config: DecodeConfig,
     warmup: int = 1,
     progress: bool = True,
+    on_problem: Callable[[int, int], None] | None = None,
 ) -> list[dict]:
     """Decode every problem with every contender; return one result row per contender.
 
     The first contender is the reference for `agreement`, `speedup` and `ceiling` (normally none).
+    on_problem(done, total) is called after each problem (a progress bar in the app).
     """
     prompts = [chat_prompt_ids(tokenizer, p.prompt) for p in problems]
     for ids in prompts[:warmup]:  # first calls allocate and tune kernels: keep them out of the timings
@@ -83,6 +86,8 @@ def run_bench(
         for j in order:
             tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
             tallies[j].all_tokens += len(outputs[0])
+        if on_problem:
+            on_problem(i + 1, len(problems))
     return [_row(c, t, tallies[0], len(problems)) for c, t in zip(contenders, tallies)]
 
 
@@ -147,6 +152,22 @@ def format_table(rows: list[dict]) -> str:
     lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     lines.insert(1, "-|-".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def sweep(
+    model,
+    tokenizer,
+    problems: list[Problem],
+    taus: list[float],
+    ks: list[int],
+    config: DecodeConfig,
+    on_problem: Callable[[int, int], None] | None = None,
+) -> list[dict]:
+    """A tau x k grid of EntropyCache against the exact decoder, in one interleaved bench run."""
+    contenders = [Contender("none", {})] + [Contender("entropy", {"tau": t, "k": k}) for t in taus for k in ks]
+    for c in contenders:
+        make_policy(c.policy, **c.params)  # bad tau/k fail before any decoding
+    return run_bench(model, tokenizer, problems, contenders, config, progress=False, on_problem=on_problem)
 
 
 def drift_report(model, tokenizer, problems: list[Problem], contender: Contender, config: DecodeConfig) -> dict:

@@ -136,3 +136,22 @@ def test_drift_report_pools_problems(saved):
     for key in ("pearson_cos", "spearman_cos", "pearson_l2", "spearman_l2"):
         assert -1.0 <= report[key] <= 1.0
     assert min(report["volatility"]) == 1
+
+
+def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
+    from core.bench import sweep
+
+    model, tok = load_model(saved)
+    problems = make_split("test", 2)
+    config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
+    ticks = []
+    points = sweep(model, tok, problems, [0.1, 2.0], [1, 2], config, on_problem=lambda d, n: ticks.append((d, n)))
+    assert ticks == [(1, 2), (2, 2)]
+    assert [p["label"] for p in points] == ["none"] + [
+        f"entropy(tau={t}, k={k})" for t in (0.1, 2.0) for k in (1, 2)]
+    direct = run_bench(model, tok, problems, [Contender("none", {}), Contender("entropy", {"tau": 2.0, "k": 1})],
+                       config, warmup=0, progress=False)
+    exact = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps")
+    assert {k: points[3][k] for k in exact} == {k: direct[1][k] for k in exact}
+    with pytest.raises(ValueError, match="tau must be a number"):
+        sweep(model, tok, problems, [float("nan")], [1], config)
