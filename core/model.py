@@ -56,13 +56,11 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, cache: KVCache, layer: int, rows, key_mask):
         b, r, _ = x.shape
-        q, k, v = self.wqkv(x).split(
-            [self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim, self.n_kv_heads * self.head_dim], dim=-1
-        )
-        q = q.view(b, r, self.n_heads, self.head_dim).transpose(1, 2)
-        k = k.view(b, r, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = v.view(b, r, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        n_qk = self.n_heads + self.n_kv_heads
+        qkv = self.wqkv(x).view(b, r, n_qk + self.n_kv_heads, self.head_dim)
+        # One rotation for queries and keys together: half the kernels of rotating each.
+        q, k = apply_rope(qkv[:, :, :n_qk], cos, sin).transpose(1, 2).split([self.n_heads, self.n_kv_heads], dim=1)
+        v = qkv[:, :, n_qk:].transpose(1, 2)
         cache.write(layer, rows, k, v)
         y = F.scaled_dot_product_attention(
             q, cache.k[layer], cache.v[layer], attn_mask=key_mask, enable_gqa=self.n_heads != self.n_kv_heads
@@ -147,6 +145,7 @@ class DiffusionTransformer(nn.Module):
                 raise ValueError(f"{ids.shape[1]} ids for {rows.numel()} rows")
             positions = rows
         cos, sin = self._rope_at(positions)
+        cos, sin = cos[:, None], sin[:, None]  # [rows, 1, head_dim]: broadcast over heads
         mask = None if key_mask is None else key_mask[:, None, None, :]
         x = self.embed(ids)
         for i, layer in enumerate(self.layers):
