@@ -1,4 +1,5 @@
-"""The Gradio app: layout, and the handlers that validate input and stream a race into the panels.
+"""The Gradio app: two tabs (the Race, here; Drift diagnostics, in app/drift_tab.py), and the race's handlers,
+which validate input and stream a race into the panels.
 
 Handlers turn every expected failure (bad input, a prompt too long for the model, out of GPU memory)
 into gr.Error with a plain message; anything unexpected reaches the visitor as Gradio's generic
@@ -10,16 +11,17 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 import pandas as pd
 import torch
 
+from app.controls import CONTROL_NAMES, build_inputs
+from app.drift_tab import build_drift_tab
 from app.gpu import default_concurrency, free_memory, on_gpu
 from app.models import ModelRegistry
-from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, RunParams, compared_policies, parse_params
+from app.params import RunParams, parse_params
 from app.race import Snapshot
 from app.sessions import RunBoard, StopFlag
 from app.speed import CSS as SPEED_CSS
@@ -29,7 +31,6 @@ from app.text_view import CSS as TEXT_CSS
 
 CSS = TEXT_CSS + SPEED_CSS
 STOPPED = '<div class="ec-banner">Stopped.</div>'
-CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
 INTRO = """# EntropyCache: a decode race
 Two decoders unmask the same prompt with the same seed. **Left:** the policy you compare against
 (default: no cache, every step recomputes every row). **Right:** EntropyCache, which recomputes the
@@ -54,15 +55,20 @@ class Handlers:
         into a forked worker process; the flag is file-backed (app/sessions.py), so the worker's copy
         sees a Stop or a new Run set in the server and its race ends within one step.
         """
-        model, tokenizer = self.registry.get(label)
-        if model not in self._warm:
-            warm_up(model, tokenizer)
-            self._warm.add(model)
+        model, _ = self.load_warm(label)
         should_stop = stop.is_set if stop is not None else (lambda: False)
         try:
             yield from race_snapshots(model, prompt_ids, params, self.throttle_s, should_stop)
         finally:
             free_memory()
+
+    def load_warm(self, label: str) -> tuple[object, object]:
+        """(model, tokenizer), warmed up once per process (see app.stream.warm_up)."""
+        model, tokenizer = self.registry.get(label)
+        if model not in self._warm:
+            warm_up(model, tokenizer)
+            self._warm.add(model)
+        return model, tokenizer
 
     def run(
         self, prompt: str, model: str, policy: str, tau: float, k: float, gen_len: float, block_len: float,
@@ -148,52 +154,6 @@ def outputs(update: Update, clear_final: bool = False) -> tuple:
     return (update.banner_html, *lanes, *finals)
 
 
-def _control(name: str, value: float | None = None) -> gr.Slider:
-    """A slider with the bounds the handler enforces again (integers are checked there, not rounded here)."""
-    b = BOUNDS[name]
-    step = 1 if b.integer else 0.01
-    value = b.default if value is None else value
-    return gr.Slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None, elem_id=f"ctl-{name}")
-
-
-@dataclass
-class Inputs:
-    prompt: gr.Textbox
-    examples: gr.Dataset
-    model: gr.Dropdown
-    policy: gr.Dropdown
-    run: gr.Button
-    stop: gr.Button
-    controls: dict[str, gr.Slider]  # by BOUNDS name
-
-    def for_run(self) -> list[gr.components.Component]:
-        """In the order of Handlers.run's parameters."""
-        return [self.prompt, self.model, self.policy, *(self.controls[name] for name in CONTROL_NAMES)]
-
-
-def _inputs(registry: ModelRegistry) -> Inputs:
-    first = registry.choice(registry.labels[0])
-    with gr.Row():
-        with gr.Column(scale=3):
-            prompt = gr.Textbox(first.examples[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
-                                elem_id="prompt")
-            examples = gr.Dataset(components=[prompt], samples=[[e] for e in first.examples], type="index",
-                                  label="Example prompts for this model", elem_id="examples")
-        with gr.Column(scale=2):
-            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            policy = gr.Dropdown(compared_policies(), value=DEFAULT_COMPARED, label="Compared policy (left panel)")
-            with gr.Row():
-                run = gr.Button("Run", variant="primary", elem_id="run-btn")
-                stop = gr.Button("Stop", variant="stop", elem_id="stop-btn")
-    defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
-    with gr.Accordion("Controls", open=True):
-        controls = {}
-        for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
-            with gr.Row():
-                controls.update({name: _control(name, defaults.get(name)) for name in row})
-    return Inputs(prompt, examples, model, policy, run, stop, controls)
-
-
 def _race_panels() -> tuple[gr.HTML, list[gr.components.Component]]:
     """The banner, then per side: speed panel, text, entropy trace, recomputed-rows heatmaps."""
     banner = gr.HTML('<div class="ec-banner">Press Run to start the race.</div>', elem_id="banner")
@@ -226,19 +186,22 @@ def build_demo(
     """The app, queued with `concurrency` races at once (default: app.gpu.default_concurrency())."""
     h = Handlers(registry, RunBoard(), throttle_s)
     with gr.Blocks(title="EntropyCache decode race") as demo:
-        gr.Markdown(INTRO)
-        ins = _inputs(registry)
-        banner, panels = _race_panels()
-        outs = [banner, *panels, *_results()]  # the order of `outputs(update)`
-        # A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
-        # busy), then queues the new one; "multiple" lets Run through while the old run is still pending.
-        cancel_old = ins.run.click(h.cancel_previous, None, None, queue=False, trigger_mode="multiple",
-                                   api_visibility="private")
-        run_event = cancel_old.then(h.run, ins.for_run(), outs, api_name="run", trigger_mode="multiple")
-        ins.stop.click(h.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
-        per_model = [ins.examples, ins.prompt, ins.controls["gen_len"], ins.controls["block_len"]]
-        ins.model.change(h.on_model, ins.model, per_model, api_visibility="private")
-        ins.examples.click(h.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+        with gr.Tabs():
+            with gr.Tab("Race", id="race"):
+                gr.Markdown(INTRO)
+                ins = build_inputs(registry)
+                banner, panels = _race_panels()
+                outs = [banner, *panels, *_results()]  # the order of `outputs(update)`
+                # A new Run first cancels the session's run in flight (queue=False: at once, even with every
+                # slot busy), then queues the new one; "multiple" lets Run through while the old run is pending.
+                cancel_old = ins.run.click(h.cancel_previous, None, None, queue=False, trigger_mode="multiple",
+                                           api_visibility="private")
+                run_event = cancel_old.then(h.run, ins.for_run(), outs, api_name="run", trigger_mode="multiple")
+                ins.stop.click(h.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
+                ins.model.change(h.on_model, ins.model, ins.per_model(), api_visibility="private")
+                ins.examples.click(h.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+            with gr.Tab("Drift", id="drift"):
+                build_drift_tab(h, registry)
     demo.queue(default_concurrency_limit=concurrency or default_concurrency())
     return demo
 

@@ -31,7 +31,8 @@ from gradio_client.exceptions import AppError  # noqa: E402
 from app.gpu import share_cpu_threads  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
-from core.decoder import DecodeConfig, generate  # noqa: E402
+from core.decoder import DecodeConfig, decode, generate  # noqa: E402
+from core.diagnostics import drift_vs_entropy  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.task import make_split  # noqa: E402
@@ -51,6 +52,7 @@ CHROMIUM_ARGS = [
 ]
 PROMPTS = [p.prompt for p in make_split("test", 3)]
 N_OUTPUTS = 13  # banner, 2 x (speed, text, entropy plot, rows plot), 2 final texts, summary, trace
+N_DRIFT_OUTPUTS = 8  # banner, text, 3 plots, final text, step slider, explanation (the session state stays server-side)
 
 
 def free_port() -> int:
@@ -124,6 +126,25 @@ def test_client_full_run_completes_and_matches_core(served) -> None:
     out = Client(url, verbose=False).predict(**a, api_name="/run")
     trace = check_result(registry, a, out)
     assert trace["lanes"][1]["totals"]["rows_fraction"] < 1.0  # EntropyCache really reused rows
+
+
+def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
+    url, registry = served
+    a = {k: v for k, v in args(PROMPTS[1]).items() if k != "policy"}
+    out = Client(url, verbose=False).predict(**a, api_name="/drift")
+    assert len(out) == N_DRIFT_OUTPUTS
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, a["prompt"])
+    events = list(decode(model, ids, make_policy("entropy", tau=a["tau"], k=a["k"]),
+                         DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"]), probe=True))
+    stats = drift_vs_entropy(events)
+    assert "Done" in out[0] and f"Spearman {stats['spearman_cos']:+.3f}" in out[0]
+    assert f"Pearson {stats['pearson_l2']:+.3f}" in out[0]
+    last = events[-1]
+    assert out[5] == tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
+    for plot in out[2:5]:
+        assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
+    assert out[6]["maximum"] == len(events) - 1 and f"**Step {len(events) - 1}**" in out[7]
 
 
 BAD = [
@@ -224,6 +245,39 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
             link.wait_for(timeout=30_000)
             trace = page.request.get(link.get_attribute("href")).json()
             assert [lane["side"] for lane in trace["lanes"]] == ["left", "right"]
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            chrome.close()
+    assert shot.stat().st_size > 10_000
+
+
+def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, served, tmp_path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, _ = served
+    shot = tmp_path / "drift.png"
+    with sync_playwright() as p:
+        chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = chrome.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url, wait_until="domcontentloaded")
+            page.get_by_role("tab", name="Drift").click(timeout=60_000)
+            page.locator("#drift-run-btn").click(timeout=60_000)
+            for part in ("scatter", "heatmap", "volatility"):
+                page.locator(f"#drift-{part} .js-plotly-plot").wait_for(timeout=60_000)
+            page.wait_for_function(
+                "document.querySelector('#drift-banner').innerText.includes('Done')", timeout=120_000
+            )
+            page.wait_for_function(
+                "document.querySelector('#drift-explain').innerText.includes('This was the last step')",
+                timeout=30_000,
+            )
+            number = page.locator("#drift-step input[type=number]")
+            number.fill("3")
+            number.press("Enter")
+            page.wait_for_function(
+                "document.querySelector('#drift-explain').innerText.includes('Step 3 (block 0)')", timeout=30_000
+            )
             page.screenshot(path=str(shot), full_page=True)
         finally:
             chrome.close()

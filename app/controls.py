@@ -1,0 +1,72 @@
+"""The input panel a tab starts with: prompt, example prompts, model picker, Run/Stop, bounded sliders.
+
+Slider bounds come from app/params.py, which every handler checks again (the HTTP API accepts any
+value). `prefix` keeps element ids unique when two tabs each have a panel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from app.models import ModelRegistry
+from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, compared_policies
+
+CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
+
+
+def _control(name: str, value: float | None = None, prefix: str = "") -> gr.Slider:
+    """A slider with the bounds the handler enforces again (integers are checked there, not rounded here)."""
+    b = BOUNDS[name]
+    step = 1 if b.integer else 0.01
+    value = b.default if value is None else value
+    return gr.Slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None,
+                     elem_id=f"{prefix}ctl-{name}")
+
+
+@dataclass
+class Inputs:
+    prompt: gr.Textbox
+    examples: gr.Dataset
+    model: gr.Dropdown
+    policy: gr.Dropdown | None  # None in a panel without a compared policy (the Drift tab)
+    run: gr.Button
+    stop: gr.Button
+    controls: dict[str, gr.Slider]  # by BOUNDS name
+
+    def for_run(self) -> list[gr.components.Component]:
+        """In the order of the run handler's parameters: prompt, model, [policy], the controls."""
+        policy = [self.policy] if self.policy is not None else []
+        return [self.prompt, self.model, *policy, *(self.controls[name] for name in CONTROL_NAMES)]
+
+    def per_model(self) -> list[gr.components.Component]:
+        """What a change of model resets (in the order of Handlers.on_model's outputs)."""
+        return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"]]
+
+
+def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = True,
+                 run_label: str = "Run") -> Inputs:
+    first = registry.choice(registry.labels[0])
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(first.examples[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
+                                elem_id=f"{prefix}prompt")
+            examples = gr.Dataset(components=[prompt], samples=[[e] for e in first.examples], type="index",
+                                  label="Example prompts for this model", elem_id=f"{prefix}examples")
+        with gr.Column(scale=2):
+            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
+            policy = None
+            if with_policy:
+                policy = gr.Dropdown(compared_policies(), value=DEFAULT_COMPARED,
+                                     label="Compared policy (left panel)")
+            with gr.Row():
+                run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
+                stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
+    defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
+    with gr.Accordion("Controls", open=True):
+        controls = {}
+        for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
+            with gr.Row():
+                controls.update({name: _control(name, defaults.get(name), prefix) for name in row})
+    return Inputs(prompt, examples, model, policy, run, stop, controls)

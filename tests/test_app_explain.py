@@ -1,0 +1,266 @@
+"""The Drift tab and the Explain panel, on CPU: the streamed diagnostic decode against a direct core
+decode, the plain-language step explanations on handmade events, and clear errors for bad inputs.
+
+The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint folder of the same format.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from types import SimpleNamespace
+
+import gradio as gr
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+import app.gpu
+import app.models
+from app.drift import DriftSnapshot, drift_snapshots, stream_drift
+from app.drift_plots import drift_matrix
+from app.drift_tab import NO_RUN, DriftHandlers, DriftRun
+from app.explain import explain_step
+from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry
+from app.params import BOUNDS, parse_params
+from app.sessions import RunBoard, StopFlag
+from app.ui import Handlers
+from core.decoder import DecodeConfig, decode
+from core.diagnostics import drift_vs_entropy, volatility_curve
+from core.events import StepEvent
+from core.loading import chat_prompt_ids
+from core.policies import make_policy
+from core.task import make_split
+
+MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
+PROMPT = make_split("test", 1)[0].prompt
+TAU, K = 0.5, 2
+
+
+@pytest.fixture(scope="module")
+def registry():
+    threads = torch.get_num_threads()
+    app.gpu.share_cpu_threads(2)
+    reg = build_registry(embedded=MODEL, cuda=False)
+    reg.preload()
+    yield reg
+    torch.set_num_threads(threads)
+
+
+def controls(**overrides) -> dict:
+    values = {name: b.default for name, b in BOUNDS.items()}
+    values.update(tau=TAU, k=K, gen_len=32, block_len=16)
+    values.update(overrides)
+    return values
+
+
+def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, **overrides) -> list:
+    c = controls(**overrides)
+    return [prompt, model, *(c[name] for name in BOUNDS)]
+
+
+def direct_events(model, tokenizer) -> list[StepEvent]:
+    ids = chat_prompt_ids(tokenizer, PROMPT)
+    policy = make_policy("entropy", tau=TAU, k=K)
+    return list(decode(model, ids, policy, DecodeConfig(gen_len=32, block_len=16), probe=True))
+
+
+def same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+# ---- the drift tab's stream -------------------------------------------------------------------------
+
+
+def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations(registry) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    params = parse_params(PROMPT, EMBEDDED_LABEL, "none", models=registry.labels, **controls())
+    updates = list(stream_drift(model, tokenizer, params, throttle_s=0))
+    direct = direct_events(model, tokenizer)
+    assert len(updates) == len(direct)  # throttle 0: one update per step
+    for i, u in enumerate(updates):
+        assert len(u.events) == i + 1
+        assert isinstance(u.banner_html, str) and 'class="ec-text"' in u.text_html
+        assert all(isinstance(f, go.Figure) for f in (u.scatter_fig, u.heatmap_fig, u.volatility_fig))
+        assert (u.final_text is not None) == (i == len(updates) - 1)
+    last = updates[-1]
+    want = drift_vs_entropy(direct)
+    assert set(last.stats) == set(want)
+    for key in ("entropy", "drift_cos", "drift_l2"):
+        assert last.stats[key] == want[key]
+    for key in ("pearson_cos", "spearman_cos", "pearson_l2", "spearman_l2"):
+        assert same(last.stats[key], want[key])
+    assert last.curve == volatility_curve(direct)
+    assert [e.tokens for e in last.events] == [e.tokens for e in direct]
+    # The figures show those numbers: the title's r and rho, the scatter's points, the heatmap, the log curve.
+    title = last.scatter_fig.layout.title.text
+    assert f"Pearson {want['pearson_cos']:+.2f}" in title and f"Spearman {want['spearman_cos']:+.2f}" in title
+    assert list(last.scatter_fig.data[0].x) == want["entropy"] and list(last.scatter_fig.data[0].y) == want["drift_cos"]
+    z = drift_matrix(list(last.events), model.config.n_layers, 32)
+    assert np.isnan(z[:, 0]).all()  # step 0 has nothing cached to drift
+    np.testing.assert_allclose(z[:, 1], direct[1].drift_cos, rtol=1e-6)
+    assert last.volatility_fig.layout.yaxis.type == "log"
+    assert list(last.volatility_fig.data[0].x) == sorted(volatility_curve(direct))
+    assert "Done" in last.banner_html and f"{want['spearman_cos']:+.3f}" in last.banner_html
+
+
+def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    params = parse_params(PROMPT, EMBEDDED_LABEL, "none", models=registry.labels, **controls())
+    ids = chat_prompt_ids(tokenizer, PROMPT)
+    ticks = iter(range(10_000))
+    snaps = list(drift_snapshots(model, ids, params, throttle_s=1e9, wall_clock=lambda: next(ticks)))
+    assert [len(s.events) for s in snaps] == [1, 32] and snaps[-1].finished and isinstance(snaps[0], DriftSnapshot)
+    polls = iter([False, False, True])
+    stopped = list(drift_snapshots(model, ids, params, throttle_s=0, should_stop=lambda: next(polls)))
+    assert [len(s.events) for s in stopped] == [1, 2] and not stopped[-1].finished
+
+
+def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_slider(registry) -> None:
+    race = Handlers(registry, RunBoard(), throttle_s=0)
+    d = DriftHandlers(race)
+    me = SimpleNamespace(session_hash="me")
+    out = list(d.run(*drift_args(), request=me))
+    assert all(len(o) == 9 for o in out) and len(race.board) == 0
+    banner, text, scatter, heatmap, volatility, final, run, slider, explanation = out[-1]
+    assert "Done" in banner and final and isinstance(run, DriftRun) and len(run.events) == 32
+    assert all(isinstance(f, go.Figure) for f in (scatter, heatmap, volatility))
+    assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
+    _, tokenizer = registry.get(EMBEDDED_LABEL)
+    assert d.explain(3, run) == explain_step(run.events[3], tokenizer, TAU)
+    assert "**Step 3**" in d.explain(3.0, run)
+    assert d.explain(0, None) == NO_RUN
+    for bad, message in ((32, "between 0 and 31"), (-1, "between 0 and 31"), (1.5, "whole number")):
+        with pytest.raises(gr.Error, match=message):
+            d.explain(bad, run)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (drift_args(prompt="   "), "empty"),
+        (drift_args(model="/etc/passwd"), "Unknown model"),
+        (drift_args(tau=-1), "between"),
+        (drift_args(k=1.5), "whole number"),
+        (drift_args(gen_len=30), "do not fit together"),
+        (drift_args(steps=4, threshold=0.9), "steps to 0"),
+    ],
+)
+def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
+    d = DriftHandlers(Handlers(registry, RunBoard(), throttle_s=0))
+    with pytest.raises(gr.Error, match=message):
+        next(d.run(*args, request=SimpleNamespace(session_hash="me")))
+
+
+def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:
+    model, _ = registry.get(EMBEDDED_LABEL)
+    assert model.config.max_seq_len <= BOUNDS["gen_len"].high  # else this test needs a longer prompt
+    race = Handlers(registry, RunBoard(), throttle_s=0)
+    run = DriftHandlers(race).run(*drift_args(gen_len=int(BOUNDS["gen_len"].high), block_len=32),
+                                  request=SimpleNamespace(session_hash="me"))
+    with pytest.raises(gr.Error, match="exceeds the model's"):  # core's own check, at the first step
+        list(run)
+    assert len(race.board) == 0
+
+
+def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
+    race = Handlers(registry, RunBoard(), throttle_s=0)
+    d = DriftHandlers(race)
+    me = SimpleNamespace(session_hash="me")
+    run = d.run(*drift_args(gen_len=64, block_len=32), request=me)
+    for _ in range(3):  # starting..., then the first steps
+        next(run)
+    assert "Stopped." in d.stop(me)
+    rest = list(run)
+    assert "Stopped." in rest[-1][0] and len(race.board) == 0
+
+
+def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(registry, monkeypatch) -> None:
+    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
+    race = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), RunBoard(), throttle_s=60)
+    d = DriftHandlers(race)
+    sent = []
+
+    def gpu_snapshots(*args):
+        sent.append(pickle.loads(pickle.dumps(args)))  # as spaces.GPU hands them to its worker
+        return d.snapshots(*sent[-1])
+
+    d.gpu_snapshots = gpu_snapshots
+    me = SimpleNamespace(session_hash="g")
+    out = list(d.run(*drift_args(model="gpu"), request=me))
+    assert "Done" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][3], StopFlag)
+    run = d.run(*drift_args(model="gpu", gen_len=256, block_len=32), request=me)
+    next(run), next(run)  # "Starting...", then the first step
+    d.stop(me)  # sets the server's flag, not the copy the decode polls
+    rest = list(run)
+    assert len(rest) == 1 and "Stopped." in rest[0][0] and len(race.board) == 0
+
+
+# ---- explain_step -----------------------------------------------------------------------------------
+
+
+class WordTokenizer:
+    WORDS = {5: "seven", 6: "<b>", 7: "+"}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return " ".join(self.WORDS.get(i, f"w{i}") for i in ids)
+
+
+def event(**overrides) -> StepEvent:
+    fields = dict(
+        step=4, block=1, prompt_len=10, tokens=[5, 6, 0, 0, 0, 0, 0, 0], unmasked=[11], unmasked_tokens=[6],
+        entropies=[0.2], max_entropy=0.2, full=False, reason="partial: max entropy 0.100 <= tau 0.5",
+        rows=[11, 12, 13, 14, 15, 16, 17], layer_rows=[7, 7], compute_s=0.01, decision_s=0.001,
+    )
+    fields.update(overrides)
+    positional = [fields.pop(name) for name in (
+        "step", "block", "prompt_len", "tokens", "unmasked", "unmasked_tokens", "entropies", "max_entropy",
+        "full", "reason", "rows", "layer_rows", "compute_s", "decision_s")]
+    return StepEvent(*positional, **fields)
+
+
+def test_explain_a_partial_step_counts_rows_and_predicts_a_partial_next_step() -> None:
+    text = explain_step(event(), WordTokenizer(), 0.5)
+    assert "**Step 4** (block 1)" in text and "**partial** step" in text
+    assert "partial: max entropy 0.100 &lt;= tau 0.5" in text  # the policy's reason, escaped
+    assert "**7 of 18 rows**" in text and "(10 prompt + 8 response)" in text and "reused **11**" in text
+    assert "<code>&lt;b&gt;</code> at position 1" in text  # the decoded token, HTML-escaped
+    assert "entropy 0.200 nats, at or below tau 0.5" in text
+    assert "**Next step: partial.**" in text and "full recompute" not in text
+
+
+def test_explain_a_full_step_with_an_uncertain_token_predicts_a_full_recompute() -> None:
+    e = event(step=0, block=0, full=True, reason="full: first step of the block", rows=list(range(18)),
+              unmasked=[10, 12], unmasked_tokens=[5, 7], entropies=[0.1, 1.75], max_entropy=1.75)
+    text = explain_step(e, WordTokenizer(), 0.5)
+    assert "**Step 0** (block 0) was a **full** step" in text and "full: first step of the block" in text
+    assert "**18 of 18 rows**" in text and "reused **0**" in text and "100% computed" in text
+    assert "It unmasked 2 tokens" in text
+    assert "<code>seven</code> at position 0 (entropy 0.100 nats, at or below tau 0.5)" in text
+    assert "<code>+</code> at position 2 (entropy 1.750 nats, above tau 0.5)" in text
+    assert "**Next step: full recompute.**" in text and "(1.750) is above tau (0.5)" in text
+
+
+def test_explain_the_last_step_and_a_step_that_unmasked_nothing() -> None:
+    assert "This was the last step" in explain_step(event(done=True), WordTokenizer(), 0.5)
+    empty = event(unmasked=[], unmasked_tokens=[], entropies=[], max_entropy=0.0)
+    assert "It unmasked no token." in explain_step(empty, WordTokenizer(), 0.5)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        (dict(event={"step": 0}), TypeError, "needs a StepEvent"),
+        (dict(tau=float("nan")), ValueError, "tau must be a finite number"),
+        (dict(tau=-0.1), ValueError, "tau must be a finite number"),
+        (dict(tau="0.5"), ValueError, "tau must be a finite number"),
+        (dict(event=event(entropies=[])), ValueError, "1 unmasked positions, 1 tokens, 0 entropies"),
+        (dict(event=event(rows=list(range(19)))), ValueError, "19 rows computed of a 18-row sequence"),
+    ],
+)
+def test_explain_refuses_bad_inputs_clearly(bad: dict, error: type, message: str) -> None:
+    args = dict(event=event(), tokenizer=WordTokenizer(), tau=0.5) | bad
+    with pytest.raises(error, match=message):
+        explain_step(**args)
