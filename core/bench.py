@@ -258,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n:5d} rows of {args.length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest)")
             return 0
         if args.drift:
-            report = drift_report(model, tokenizer, make_split("test", args.n), contenders[-1], config)
+            if len(contenders) != 1:
+                raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 0.5")
+            report = drift_report(model, tokenizer, make_split("test", args.n), contenders[0], config)
             curve = report.pop("volatility")
+            print(f"policy: {contenders[0].label}")
             print(json.dumps(report, indent=1))
             print("K/V change by steps since unmasked:", {a: round(v, 4) for a, v in list(curve.items())[:12]})
             return 0

@@ -2,7 +2,9 @@
 
 1. Drift: how stale the cache is at the start of a step (its K/V against the K/V a full forward
    of the current tokens would give), per layer, as 1 - cosine and relative L2; set beside the
-   max decoded-token entropy of the step before, which is what EntropyCache decides on.
+   max decoded-token entropy of the step before, which is what EntropyCache decides on. The cache
+   is the decoding policy's own: under `none` drift is the change one step made, under a caching
+   policy it is the staleness accumulated since the rows were last recomputed.
 2. Volatility: how much a token's fresh K/V still changes from one step to the next, as a
    function of how many steps ago it was unmasked: the curve behind recomputing the k most recent.
 
@@ -37,7 +39,9 @@ def row_change(previous: KVCache, current: KVCache) -> torch.Tensor:
     changes = []
     for layer in range(current.n_layers):
         p, c = _rows(previous, layer), _rows(current, layer)
-        changes.append((c - p).norm(dim=-1) / p.norm(dim=-1).clamp_min(1e-12))
+        changes.append(
+            ((c - p).norm(dim=-1) / p.norm(dim=-1).clamp_min(1e-12)).cpu()
+        )  # layers may sit on several devices
     return torch.stack(changes).mean(dim=0)
 
 

@@ -111,6 +111,7 @@ def test_cli_writes_table_and_json(saved, tmp_path):
         (["--policies", "none,magic"], "unknown policy 'magic'"),
         (["--gen-len", "20", "--block", "8"], "not a multiple of block_len"),
         (["--tau", "nan"], "tau must be a number"),
+        (["--drift", "--policies", "none,entropy"], "--drift probes one policy"),
     ],
 )
 def test_cli_bad_input(saved, args, message):

@@ -66,9 +66,31 @@ def test_probe_changes_no_token_and_matches_a_hand_computation():
     cos, l2 = kv_drift(stale, fresh)
     assert probed[t].drift_cos == pytest.approx(cos) and probed[t].drift_l2 == pytest.approx(l2)
     assert all(c > 0 for c in cos)
-    # Volatility: one entry per token unmasked before step t, aged by steps since its unmasking.
+    # Volatility: one entry per token unmasked before step t, aged by steps since its unmasking,
+    # valued as the change of its fresh K/V from the start of step t-1 to the start of step t.
     ages = sorted(age for age, _ in probed[t].volatility)
     assert ages == list(range(1, t + 1))
+    change = row_change(stale, fresh)
+    unmasked_at = {pos: s for s, e in enumerate(probed[:t]) for pos in e.unmasked}
+    expected = sorted([t - s, float(change[pos])] for pos, s in unmasked_at.items())
+    assert sorted(probed[t].volatility) == [[a, pytest.approx(v)] for a, v in expected]
+
+
+def test_probe_time_is_not_counted_as_decode_time(monkeypatch):
+    import time
+
+    from core import decoder
+
+    measure = decoder._Probe.measure
+
+    def slow(self, *args):
+        time.sleep(0.2)  # 8 steps: 1.6 s of probing, far more than the tiny decode itself
+        return measure(self, *args)
+
+    monkeypatch.setattr(decoder._Probe, "measure", slow)
+    probed = run(tiny_model(), make_policy("none"), probe=True)
+    assert len(probed) == 8
+    assert probed[-1].totals.compute_s < 0.8
 
 
 def test_drift_vs_entropy_pairs_previous_entropy_with_current_drift():
