@@ -6,6 +6,7 @@ value). `prefix` keeps element ids unique when two tabs each have a panel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gradio as gr
@@ -70,3 +71,17 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = 
             with gr.Row():
                 controls.update({name: _control(name, defaults.get(name), prefix) for name in row})
     return Inputs(prompt, examples, model, policy, run, stop, controls)
+
+
+def wire_inputs(ins: Inputs, handlers, run: Callable, stop: Callable, outputs: list, api_name: str, banner):
+    """Connect a tab's controls; returns the run event (its Stop cancels it).
+
+    A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
+    busy), then queues the new one; "multiple" lets Run through while the old run is pending."""
+    cancel_old = ins.run.click(handlers.cancel_previous, None, None, queue=False, trigger_mode="multiple",
+                               api_visibility="private")
+    run_event = cancel_old.then(run, ins.for_run(), outputs, api_name=api_name, trigger_mode="multiple")
+    ins.stop.click(stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
+    ins.model.change(handlers.on_model, ins.model, ins.per_model(), api_visibility="private")
+    ins.examples.click(handlers.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+    return run_event

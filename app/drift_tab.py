@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 import torch
 
-from app.controls import CONTROL_NAMES, Inputs, build_inputs
+from app.controls import CONTROL_NAMES, Inputs, build_inputs, wire_inputs
 from app.drift import DriftRenderer, DriftUpdate, drift_snapshots
 from app.explain import explain_step
 from app.gpu import free_memory, on_gpu
@@ -142,12 +142,7 @@ def build_drift_tab(race, registry) -> DriftHandlers:
     explanation = gr.Markdown(NO_RUN, elem_id="drift-explain")
     state = gr.State(None)
     outs = [banner, text, scatter, heatmap, volatility, final, state, step, explanation]
-    cancel_old = ins.run.click(race.cancel_previous, None, None, queue=False, trigger_mode="multiple",
-                               api_visibility="private")
-    run_event = cancel_old.then(d.run, ins.for_run(), outs, api_name="drift", trigger_mode="multiple")
-    ins.stop.click(d.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
-    ins.model.change(race.on_model, ins.model, ins.per_model(), api_visibility="private")
-    ins.examples.click(race.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+    wire_inputs(ins, race, d.run, d.stop, outs, "drift", banner)
     # change, not release: typing a step into the slider's box counts too. Cheap, so not queued behind decodes.
     step.change(d.explain, [step, state], explanation, queue=False, api_visibility="private")
     return d

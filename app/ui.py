@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 import torch
 
-from app.controls import CONTROL_NAMES, build_inputs
+from app.controls import CONTROL_NAMES, build_inputs, wire_inputs
 from app.drift_tab import build_drift_tab
 from app.gpu import default_concurrency, free_memory, on_gpu
 from app.models import ModelRegistry
@@ -192,14 +192,7 @@ def build_demo(
                 ins = build_inputs(registry)
                 banner, panels = _race_panels()
                 outs = [banner, *panels, *_results()]  # the order of `outputs(update)`
-                # A new Run first cancels the session's run in flight (queue=False: at once, even with every
-                # slot busy), then queues the new one; "multiple" lets Run through while the old run is pending.
-                cancel_old = ins.run.click(h.cancel_previous, None, None, queue=False, trigger_mode="multiple",
-                                           api_visibility="private")
-                run_event = cancel_old.then(h.run, ins.for_run(), outs, api_name="run", trigger_mode="multiple")
-                ins.stop.click(h.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
-                ins.model.change(h.on_model, ins.model, ins.per_model(), api_visibility="private")
-                ins.examples.click(h.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+                wire_inputs(ins, h, h.run, h.stop, outs, "run", banner)
             with gr.Tab("Drift", id="drift"):
                 build_drift_tab(h, registry)
     demo.queue(default_concurrency_limit=concurrency or default_concurrency())

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -32,3 +33,18 @@ def tiny_model(family: str = "llada", seed: int = 0, **overrides) -> DiffusionTr
 @pytest.fixture(params=["llada", "dream"])
 def family(request) -> str:
     return request.param
+
+
+@pytest.fixture(scope="module")
+def registry():
+    """The app's model registry on the embedded model (or ENTROPYCACHE_MODEL), preloaded, with torch
+    threads split as app.py splits them for two races at once; restored for the other test files."""
+    import app.gpu
+    from app.models import build_registry
+
+    threads = torch.get_num_threads()
+    app.gpu.share_cpu_threads(2)
+    reg = build_registry(embedded=os.environ.get("ENTROPYCACHE_MODEL"), cuda=False)
+    reg.preload()
+    yield reg
+    torch.set_num_threads(threads)

@@ -44,17 +44,6 @@ MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 PROMPT = make_split("test", 1)[0].prompt
 
 
-@pytest.fixture(scope="module")
-def registry():
-    # Threads split as app.py splits them (one race's share of the cores); restored for other test files.
-    threads = torch.get_num_threads()
-    app.gpu.share_cpu_threads(2)
-    reg = build_registry(embedded=MODEL, cuda=False)
-    reg.preload()
-    yield reg
-    torch.set_num_threads(threads)
-
-
 def controls(**overrides) -> dict:
     values = {name: b.default for name, b in BOUNDS.items()}
     values.update(gen_len=32, block_len=16)

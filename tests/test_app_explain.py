@@ -15,7 +15,6 @@ import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-import torch
 
 import app.gpu
 import app.models
@@ -23,7 +22,7 @@ from app.drift import DriftSnapshot, drift_snapshots, stream_drift
 from app.drift_plots import drift_matrix
 from app.drift_tab import NO_RUN, DriftHandlers, DriftRun
 from app.explain import explain_step
-from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry
+from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 from app.params import BOUNDS, parse_params
 from app.sessions import RunBoard, StopFlag
 from app.ui import Handlers
@@ -37,16 +36,6 @@ from core.task import make_split
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 PROMPT = make_split("test", 1)[0].prompt
 TAU, K = 0.5, 2
-
-
-@pytest.fixture(scope="module")
-def registry():
-    threads = torch.get_num_threads()
-    app.gpu.share_cpu_threads(2)
-    reg = build_registry(embedded=MODEL, cuda=False)
-    reg.preload()
-    yield reg
-    torch.set_num_threads(threads)
 
 
 def controls(**overrides) -> dict:

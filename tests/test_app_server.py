@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no phoning home from tests
@@ -221,66 +222,65 @@ def browser_ready() -> None:
         pytest.skip(f"needs {' and '.join(missing)}")
 
 
-def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served, tmp_path) -> None:
+@contextmanager
+def chromium_page(url: str):
+    """A page of Debian's Chromium, driven by Playwright, opened at `url`."""
     from playwright.sync_api import sync_playwright
 
-    url, _ = served
-    shot = tmp_path / "app.png"
     with sync_playwright() as p:
         chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = chrome.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(url, wait_until="domcontentloaded")
-            page.locator("#run-btn").click(timeout=60_000)
-            for lane in (0, 1):
-                page.locator(f"#text-{lane} .ec-text").wait_for(timeout=60_000)
-                page.locator(f"#entropy-{lane} .js-plotly-plot").wait_for(timeout=60_000)
-                page.locator(f"#rows-{lane} .js-plotly-plot").wait_for(timeout=60_000)
-            page.wait_for_function(
-                "document.querySelector('#banner').innerText.includes('finished in')", timeout=120_000
-            )
-            assert page.locator("#text-1 .ec-text span").count() > 0
-            assert "finished first" in page.locator("#speed-0").inner_text() + page.locator("#speed-1").inner_text()
-            link = page.locator("#trace a[download]")
-            link.wait_for(timeout=30_000)
-            trace = page.request.get(link.get_attribute("href")).json()
-            assert [lane["side"] for lane in trace["lanes"]] == ["left", "right"]
-            page.screenshot(path=str(shot), full_page=True)
+            yield page
         finally:
             chrome.close()
+
+
+def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served, tmp_path) -> None:
+    url, _ = served
+    shot = tmp_path / "app.png"
+    with chromium_page(url) as page:
+        page.locator("#run-btn").click(timeout=60_000)
+        for lane in (0, 1):
+            page.locator(f"#text-{lane} .ec-text").wait_for(timeout=60_000)
+            page.locator(f"#entropy-{lane} .js-plotly-plot").wait_for(timeout=60_000)
+            page.locator(f"#rows-{lane} .js-plotly-plot").wait_for(timeout=60_000)
+        page.wait_for_function(
+            "document.querySelector('#banner').innerText.includes('finished in')", timeout=120_000
+        )
+        assert page.locator("#text-1 .ec-text span").count() > 0
+        assert "finished first" in page.locator("#speed-0").inner_text() + page.locator("#speed-1").inner_text()
+        link = page.locator("#trace a[download]")
+        link.wait_for(timeout=30_000)
+        trace = page.request.get(link.get_attribute("href")).json()
+        assert [lane["side"] for lane in trace["lanes"]] == ["left", "right"]
+        page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 
 
 def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, served, tmp_path) -> None:
-    from playwright.sync_api import sync_playwright
-
     url, _ = served
     shot = tmp_path / "drift.png"
-    with sync_playwright() as p:
-        chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = chrome.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url, wait_until="domcontentloaded")
-            page.get_by_role("tab", name="Drift").click(timeout=60_000)
-            page.locator("#drift-run-btn").click(timeout=60_000)
-            for part in ("scatter", "heatmap", "volatility"):
-                page.locator(f"#drift-{part} .js-plotly-plot").wait_for(timeout=60_000)
-            page.wait_for_function(
-                "document.querySelector('#drift-banner').innerText.includes('Done')", timeout=120_000
-            )
-            page.wait_for_function(
-                "document.querySelector('#drift-explain').innerText.includes('This was the last step')",
-                timeout=30_000,
-            )
-            number = page.locator("#drift-step input[type=number]")
-            number.fill("3")
-            number.press("Enter")
-            page.wait_for_function(
-                "document.querySelector('#drift-explain').innerText.includes('Step 3 (block 0)')", timeout=30_000
-            )
-            page.screenshot(path=str(shot), full_page=True)
-        finally:
-            chrome.close()
+    with chromium_page(url) as page:
+        page.get_by_role("tab", name="Drift").click(timeout=60_000)
+        page.locator("#drift-run-btn").click(timeout=60_000)
+        for part in ("scatter", "heatmap", "volatility"):
+            page.locator(f"#drift-{part} .js-plotly-plot").wait_for(timeout=60_000)
+        page.wait_for_function(
+            "document.querySelector('#drift-banner').innerText.includes('Done')", timeout=120_000
+        )
+        page.wait_for_function(
+            "document.querySelector('#drift-explain').innerText.includes('This was the last step')",
+            timeout=30_000,
+        )
+        number = page.locator("#drift-step input[type=number]")
+        number.fill("3")
+        number.press("Enter")
+        page.wait_for_function(
+            "document.querySelector('#drift-explain').innerText.includes('Step 3 (block 0)')", timeout=30_000
+        )
+        page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 
 
