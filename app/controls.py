@@ -17,7 +17,7 @@ from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, compared_poli
 CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
 
 
-def _control(name: str, value: float | None = None, prefix: str = "") -> gr.Slider:
+def bounded_slider(name: str, value: float | None = None, prefix: str = "") -> gr.Slider:
     """A slider with the bounds the handler enforces again (integers are checked there, not rounded here)."""
     b = BOUNDS[name]
     step = 1 if b.integer else 0.01
@@ -69,7 +69,7 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = 
         controls = {}
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
             with gr.Row():
-                controls.update({name: _control(name, defaults.get(name), prefix) for name in row})
+                controls.update({name: bounded_slider(name, defaults.get(name), prefix) for name in row})
     return Inputs(prompt, examples, model, policy, run, stop, controls)
 
 

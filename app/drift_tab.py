@@ -125,8 +125,8 @@ def drift_outputs(update: DriftUpdate, run: DriftRun | None = None, tokenizer=No
             explain_step(run.events[last], tokenizer, run.tau))
 
 
-def build_drift_tab(race, registry) -> DriftHandlers:
-    """The tab's layout and events (call inside a gr.Tab)."""
+def build_drift_tab(race, registry) -> tuple[DriftHandlers, Inputs]:
+    """The tab's layout and events (call inside a gr.Tab); its handlers and input panel."""
     d = DriftHandlers(race)
     gr.Markdown(INTRO)
     ins: Inputs = build_inputs(registry, prefix="drift-", with_policy=False, run_label="Run diagnostics")
@@ -145,4 +145,4 @@ def build_drift_tab(race, registry) -> DriftHandlers:
     wire_inputs(ins, race, d.run, d.stop, outs, "drift", banner)
     # change, not release: typing a step into the slider's box counts too. Cheap, so not queued behind decodes.
     step.change(d.explain, [step, state], explanation, queue=False, api_visibility="private")
-    return d
+    return d, ins

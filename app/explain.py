@@ -65,11 +65,16 @@ def _unmasked(event: StepEvent, tokenizer, tau: float) -> str:
 def _next(event: StepEvent, tau: float) -> str:
     if event.done:
         return "This was the last step: the response is complete."
+    if event.block_done:
+        also = (f" (Its highest entropy, {event.max_entropy:.3f}, is above tau ({tau:g}) too, which alone would "
+                "have asked for a full recompute.)" if event.max_entropy > tau else "")
+        return (f"**Next step: full recompute.** This step decoded the last masked token of block {event.block}, "
+                "so the next step opens a new block, and the first step of every block recomputes every row."
+                + also)
     if event.max_entropy > tau:
         return (f"**Next step: full recompute.** The highest entropy decoded here ({event.max_entropy:.3f}) is "
                 f"above tau ({tau:g}): the model was unsure, so the cache has likely drifted and EntropyCache "
                 "recomputes every row next step.")
     return (f"**Next step: partial.** Every token decoded here had entropy at or below tau (max "
             f"{event.max_entropy:.3f} <= {tau:g}), so EntropyCache trusts the cache and next step recomputes "
-            "only the block's masked rows, the tokens just decoded and the k most recent ones (unless the "
-            "next step opens a new block, which is always full).")
+            "only the block's masked rows, the tokens just decoded and the k most recent ones.")

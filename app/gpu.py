@@ -23,9 +23,10 @@ CPU_CONCURRENCY = 2  # the embedded model is small: two races at once share the 
 GPU_DURATION_S = 120  # ZeroGPU's upper bound for one race (the allocation is released when it ends)
 
 
-def on_gpu(fn: F) -> F:
-    """`fn` decorated with spaces.GPU when the package is there, else `fn` itself."""
-    return spaces.GPU(duration=GPU_DURATION_S)(fn) if spaces is not None else fn
+def on_gpu(fn: F, duration_s: int = GPU_DURATION_S) -> F:
+    """`fn` decorated with spaces.GPU (holding a GPU for at most duration_s) when the package is
+    there, else `fn` itself."""
+    return spaces.GPU(duration=duration_s)(fn) if spaces is not None else fn
 
 
 def is_zero_gpu() -> bool:

@@ -1,5 +1,5 @@
-"""The Gradio app: two tabs (the Race, here; Drift diagnostics, in app/drift_tab.py), and the race's handlers,
-which validate input and stream a race into the panels.
+"""The Gradio app: three tabs (the Race, here; Drift diagnostics, app/drift_tab.py; the tau x k Sweep,
+app/sweep_tab.py), and the race's handlers, which validate input and stream a race into the panels.
 
 Handlers turn every expected failure (bad input, a prompt too long for the model, out of GPU memory)
 into gr.Error with a plain message; anything unexpected reaches the visitor as Gradio's generic
@@ -27,6 +27,7 @@ from app.sessions import RunBoard, StopFlag
 from app.speed import CSS as SPEED_CSS
 from app.speed import SUMMARY_HEADERS
 from app.stream import DEFAULT_THROTTLE_S, SIDES, Renderer, Update, race_snapshots, warm_up
+from app.sweep_tab import SWEEP_JS, build_sweep_tab
 from app.text_view import CSS as TEXT_CSS
 
 CSS = TEXT_CSS + SPEED_CSS
@@ -194,13 +195,17 @@ def build_demo(
                 outs = [banner, *panels, *_results()]  # the order of `outputs(update)`
                 wire_inputs(ins, h, h.run, h.stop, outs, "run", banner)
             with gr.Tab("Drift", id="drift"):
-                build_drift_tab(h, registry)
+                _, drift_ins = build_drift_tab(h, registry)
+            with gr.Tab("Sweep", id="sweep"):
+                loads = [ins.controls["tau"], ins.controls["k"], drift_ins.controls["tau"], drift_ins.controls["k"]]
+                build_sweep_tab(h, registry, loads)
     demo.queue(default_concurrency_limit=concurrency or default_concurrency())
     return demo
 
 
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int | None = None, share: bool = False) -> str:
-    """Start serving in the background; returns the local URL. (CSS goes here: Gradio 6 takes it at launch.)"""
-    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, css=CSS,
+    """Start serving in the background; returns the local URL. (CSS and the page's script go here:
+    Gradio 6 takes them at launch.)"""
+    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, css=CSS, js=SWEEP_JS,
                 show_error=False, quiet=True)
     return demo.local_url

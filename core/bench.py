@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,56 @@ class Tally:
     tokens: int = 0
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a bench stands after one more decode."""
+
+    decodes: int  # decodes finished, warm-up included
+    total: int  # decodes in the whole bench: (warm-up + problems) x contenders
+    problems: int  # problems finished; `rows` cover exactly these
+    rows: list[dict]  # one per contender over the finished problems; [] before the first
+
+
+def bench_progress(
+    model,
+    tokenizer,
+    problems: list[Problem],
+    contenders: list[Contender],
+    config: DecodeConfig,
+    warmup: int = 1,
+) -> Iterator[Progress]:
+    """Decode every problem with every contender, yielding a Progress after each decode; the last
+    one's rows are the result, one per contender.
+
+    The first contender is the reference for `agreement`, `speedup` and `ceiling` (normally none).
+    A caller that stops iterating stops the bench between two decodes (the app's Stop button).
+    """
+    prompts = [chat_prompt_ids(tokenizer, p.prompt) for p in problems]
+    warm = prompts[:warmup]
+    total, done, rows = (len(warm) + len(prompts)) * len(contenders), 0, []
+    for ids in warm:  # first calls allocate and tune kernels: keep them out of the timings
+        for c in contenders:
+            generate(model, ids, make_policy(c.policy, **c.params), config)
+            done += 1
+            yield Progress(done, total, 0, rows)
+    tallies = [Tally() for _ in contenders]
+    order = list(range(len(contenders)))
+    for i, (problem, ids) in enumerate(zip(problems, prompts)):
+        outputs = {}
+        for j in order[i % len(order) :] + order[: i % len(order)]:
+            last = generate(model, ids, make_policy(contenders[j].policy, **contenders[j].params), config)
+            outputs[j] = last.tokens
+            _add(tallies[j], last.totals, extract_answer(answer_text(tokenizer, last)) == problem.answer)
+            done += 1
+            if len(outputs) < len(contenders):
+                yield Progress(done, total, i, rows)
+        for j in order:
+            tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
+            tallies[j].all_tokens += len(outputs[0])
+        rows = [_row(c, t, tallies[0], i + 1) for c, t in zip(contenders, tallies)]
+        yield Progress(done, total, i + 1, rows)
+
+
 def run_bench(
     model,
     tokenizer,
@@ -64,31 +114,14 @@ def run_bench(
     config: DecodeConfig,
     warmup: int = 1,
     progress: bool = True,
-    on_problem: Callable[[int, int], None] | None = None,
 ) -> list[dict]:
-    """Decode every problem with every contender; return one result row per contender.
-
-    The first contender is the reference for `agreement`, `speedup` and `ceiling` (normally none).
-    on_problem(done, total) is called after each problem (a progress bar in the app).
-    """
-    prompts = [chat_prompt_ids(tokenizer, p.prompt) for p in problems]
-    for ids in prompts[:warmup]:  # first calls allocate and tune kernels: keep them out of the timings
-        for c in contenders:
-            generate(model, ids, make_policy(c.policy, **c.params), config)
-    tallies = [Tally() for _ in contenders]
-    order = list(range(len(contenders)))
-    for i, (problem, ids) in enumerate(tqdm(list(zip(problems, prompts)), desc="bench", disable=not progress)):
-        outputs = {}
-        for j in order[i % len(order) :] + order[: i % len(order)]:
-            last = generate(model, ids, make_policy(contenders[j].policy, **contenders[j].params), config)
-            outputs[j] = last.tokens
-            _add(tallies[j], last.totals, extract_answer(answer_text(tokenizer, last)) == problem.answer)
-        for j in order:
-            tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
-            tallies[j].all_tokens += len(outputs[0])
-        if on_problem:
-            on_problem(i + 1, len(problems))
-    return [_row(c, t, tallies[0], len(problems)) for c, t in zip(contenders, tallies)]
+    """bench_progress run to the end (with a progress bar of decodes on stderr): the result rows."""
+    last = None
+    with tqdm(desc="bench", unit="decode", disable=not progress) as bar:
+        for last in bench_progress(model, tokenizer, problems, contenders, config, warmup):
+            bar.total = last.total
+            bar.update(1)
+    return last.rows if last else []
 
 
 def _add(t: Tally, totals, correct: bool) -> None:
@@ -154,20 +187,27 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def sweep(
-    model,
-    tokenizer,
-    problems: list[Problem],
-    taus: list[float],
-    ks: list[int],
-    config: DecodeConfig,
-    on_problem: Callable[[int, int], None] | None = None,
-) -> list[dict]:
-    """A tau x k grid of EntropyCache against the exact decoder, in one interleaved bench run."""
+def sweep_contenders(taus: list[float], ks: list[int]) -> list[Contender]:
+    """The exact decoder (the reference) then EntropyCache at every (tau, k) of the grid."""
     contenders = [Contender("none", {})] + [Contender("entropy", {"tau": t, "k": k}) for t in taus for k in ks]
     for c in contenders:
         make_policy(c.policy, **c.params)  # bad tau/k fail before any decoding
-    return run_bench(model, tokenizer, problems, contenders, config, progress=False, on_problem=on_problem)
+    return contenders
+
+
+def sweep_progress(
+    model, tokenizer, problems: list[Problem], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
+) -> Iterator[Progress]:
+    """A tau x k grid of EntropyCache against the exact decoder in one interleaved bench run,
+    followed decode by decode (see bench_progress): the app's Sweep tab streams these."""
+    yield from bench_progress(model, tokenizer, problems, sweep_contenders(taus, ks), config, warmup)
+
+
+def sweep(
+    model, tokenizer, problems: list[Problem], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
+) -> list[dict]:
+    """sweep_progress run to the end: one row for `none`, then one per (tau, k)."""
+    return run_bench(model, tokenizer, problems, sweep_contenders(taus, ks), config, warmup, progress=False)
 
 
 def drift_report(model, tokenizer, problems: list[Problem], contender: Contender, config: DecodeConfig) -> dict:
@@ -230,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-every", type=int, default=50)
     ap.add_argument("--response-every", type=int, default=5)
     ap.add_argument("--n", type=int, default=50, help="held-out problems")
-    ap.add_argument("--gen-len", type=int, default=64)
-    ap.add_argument("--block", type=int, default=32)
+    ap.add_argument("--gen-len", type=int, default=None, help="response length (default: the model's)")
+    ap.add_argument("--block", type=int, default=None, help="block length (default: the model's)")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--threshold", type=float, default=None, help="parallel decoding confidence threshold")
     ap.add_argument("--device", default="cpu")
@@ -248,9 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         contenders = contenders_from(
             args.policies.split(","), _floats(args.tau), args.k, args.prompt_every, args.response_every
         )
-        config = DecodeConfig(gen_len=args.gen_len, block_len=args.block, steps=args.steps, threshold=args.threshold)
-        config.validate()
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
+        defaults = getattr(model, "decode_defaults", {})
+        config = DecodeConfig(
+            gen_len=defaults.get("gen_len", 128) if args.gen_len is None else args.gen_len,
+            block_len=defaults.get("block_len", 32) if args.block is None else args.block,
+            steps=args.steps,
+            threshold=args.threshold,
+        )
+        config.validate()
         if args.forward_rows:
             costs = forward_costs(model, args.length, [int(v) for v in args.forward_rows.split(",")])
             full = max(costs.values())

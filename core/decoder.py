@@ -139,7 +139,8 @@ def decode(
             response = x[p:].tolist()
             totals.tokens = _n_generated(response, mask_id, eos)
             last = done or (block == n_blocks - 1 and mask_id not in response)
-            yield replace(event, tokens=response, totals=replace(totals), done=last)
+            block_done = mask_id not in response[start - p : end - p]
+            yield replace(event, tokens=response, totals=replace(totals), done=last, block_done=block_done)
             step += 1
             block_step += 1
             if done:

@@ -50,6 +50,7 @@ class StepEvent:
     decision_s: float
     totals: Totals = field(default_factory=Totals)  # running totals, including this step
     done: bool = False
+    block_done: bool = False  # this step unmasked the last masked token of its block
     # Filled only by decode(..., probe=True) (see core/diagnostics.py): the cache's drift at the
     # start of the step, per layer, and [steps since unmasked, K/V change since last step] per token.
     drift_cos: list[float] | None = None

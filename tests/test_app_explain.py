@@ -232,6 +232,22 @@ def test_explain_a_full_step_with_an_uncertain_token_predicts_a_full_recompute()
     assert "**Next step: full recompute.**" in text and "(1.750) is above tau (0.5)" in text
 
 
+def test_explain_the_end_of_a_block_says_the_next_step_is_full_because_a_block_opens() -> None:
+    text = explain_step(event(block_done=True), WordTokenizer(), 0.5)
+    assert "**Next step: full recompute.**" in text and "last masked token of block 1" in text
+    assert "above tau" not in text and "**Next step: partial.**" not in text
+    sure_and_uncertain = explain_step(event(block_done=True, entropies=[0.9], max_entropy=0.9), WordTokenizer(), 0.5)
+    assert "Its highest entropy, 0.900, is above tau (0.5) too" in sure_and_uncertain
+
+
+def test_decoded_events_mark_the_step_that_finishes_each_block(registry) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, PROMPT)
+    events = list(decode(model, ids, make_policy("entropy"), DecodeConfig(gen_len=32, block_len=16, stop_at_eos=False)))
+    assert [e.step for e in events if e.block_done] == [15, 31]
+    assert [e.block for e in events if e.block_done] == [0, 1]
+
+
 def test_explain_the_last_step_and_a_step_that_unmasked_nothing() -> None:
     assert "This was the last step" in explain_step(event(done=True), WordTokenizer(), 0.5)
     empty = event(unmasked=[], unmasked_tokens=[], entropies=[], max_entropy=0.0)

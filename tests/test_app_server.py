@@ -31,7 +31,9 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 from app.gpu import share_cpu_threads  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.sweep_plots import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
+from core.bench import sweep  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.diagnostics import drift_vs_entropy  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
@@ -146,6 +148,25 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
     for plot in out[2:5]:
         assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
     assert out[6]["maximum"] == len(events) - 1 and f"**Step {len(events) - 1}**" in out[7]
+
+
+def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -> None:
+    url, registry = served
+    a = dict(model=EMBEDDED_LABEL, taus="0.5, 3", ks="2", problems=2, gen_len=32, block_len=16, steps=0,
+             threshold=0, metric="agreement")
+    client = Client(url, verbose=False)
+    banner, plot, table = client.predict(**a, api_name="/sweep")
+    assert "Sweep done: 2 problems" in banner
+    fig = json.loads(plot["plot"])
+    assert [t["name"] for t in fig["data"]][:1] == ["k = 2"] and fig["data"][0]["customdata"] == [[0.5, 2], [3.0, 2]]
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    direct = sweep(model, tokenizer, make_split("test", 2), [0.5, 3.0], [2], DecodeConfig(gen_len=32, block_len=16))
+    exact = [0, 1, 2, 5, 6, 7, 8]  # policy, tau, k, accuracy, agreement, rows, full steps: not timings
+    assert [[r[i] for i in exact] for r in table["data"]] == [[r[i] for i in exact] for r in sweep_table(direct)]
+    picked = client.predict("[3, 2, 1]", "accuracy", api_name="/sweep_pick")
+    assert picked[:4] == (3, 2, 3, 2) and "tau 3, k 2" in picked[4]
+    with pytest.raises(AppError, match="between 0 and 12"):
+        client.predict("[99, 2, 1]", "accuracy", api_name="/sweep_pick")
 
 
 BAD = [
@@ -281,6 +302,36 @@ def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, serv
             "document.querySelector('#drift-explain').innerText.includes('Step 3 (block 0)')", timeout=30_000
         )
         page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+
+def test_browser_sweeps_and_a_clicked_point_loads_its_settings(browser_ready, served, tmp_path) -> None:
+    url, _ = served
+    shot = tmp_path / "sweep.png"
+    with chromium_page(url) as page:
+        page.get_by_role("tab", name="Sweep").click(timeout=60_000)
+        page.locator("#sweep-taus textarea").fill("0.5, 3")
+        page.locator("#sweep-ks textarea").fill("2")
+        number = page.locator("#sweep-ctl-problems input[type=number]")
+        number.fill("1")
+        number.press("Enter")
+        page.locator("#sweep-run-btn").click(timeout=60_000)
+        page.locator("#sweep-progress").wait_for(timeout=60_000)  # the progress bar shows while it runs
+        page.wait_for_function(
+            "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 1 problem')", timeout=180_000
+        )
+        points = page.locator("#sweep-pareto .scatterlayer .trace").first.locator("path.point")
+        points.nth(1).wait_for(timeout=30_000)
+        assert points.count() == 2
+        box = points.nth(1).bounding_box()  # tau 3, k 2
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_function(
+            "document.querySelector('#sweep-loaded').innerText.includes('tau 3, k 2')", timeout=30_000
+        )
+        page.screenshot(path=str(shot), full_page=True)
+        page.get_by_role("tab", name="Race").click()
+        assert page.locator("#ctl-tau input[type=number]").input_value() == "3"
+        assert page.locator("#ctl-k input[type=number]").input_value() == "2"
     assert shot.stat().st_size > 10_000
 
 

@@ -140,19 +140,24 @@ def test_drift_report_pools_problems(saved):
 
 
 def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
-    from core.bench import sweep
+    from core.bench import sweep, sweep_progress
 
     model, tok = load_model(saved)
     problems = make_split("test", 2)
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
-    ticks = []
-    points = sweep(model, tok, problems, [0.1, 2.0], [1, 2], config, on_problem=lambda d, n: ticks.append((d, n)))
-    assert ticks == [(1, 2), (2, 2)]
+    points = sweep(model, tok, problems, [0.1, 2.0], [1, 2], config)
     assert [p["label"] for p in points] == ["none"] + [
         f"entropy(tau={t}, k={k})" for t in (0.1, 2.0) for k in (1, 2)]
     direct = run_bench(model, tok, problems, [Contender("none", {}), Contender("entropy", {"tau": 2.0, "k": 1})],
                        config, warmup=0, progress=False)
     exact = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps")
     assert {k: points[3][k] for k in exact} == {k: direct[1][k] for k in exact}
+    # Followed decode by decode (1 warm-up + 2 problems, 5 contenders each): rows appear as problems
+    # finish, each counting its problems, and the last rows are the sweep's.
+    followed = list(sweep_progress(model, tok, problems, [0.1, 2.0], [1, 2], config))
+    assert [p.decodes for p in followed] == list(range(1, 16)) and {p.total for p in followed} == {15}
+    assert [p.problems for p in followed] == [0] * 9 + [1] * 5 + [2]
+    assert followed[8].rows == [] and [r["n"] for r in followed[9].rows] == [1] * 5
+    assert [{k: r[k] for k in exact} for r in followed[-1].rows] == [{k: r[k] for k in exact} for r in points]
     with pytest.raises(ValueError, match="tau must be a number"):
         sweep(model, tok, problems, [float("nan")], [1], config)

@@ -1,0 +1,107 @@
+"""The Sweep tab's logic: validate a tau x k sweep request, then run it decode by decode.
+
+A sweep is core.bench's: the exact decoder and EntropyCache at every (tau, k) of the grid decode the
+same held-out word problems, interleaved, and each point is a bench row (speedup, accuracy,
+agreement, ...). Every list and count a visitor sends is bounded here, since the HTTP API accepts
+anything; nothing is clamped silently. No gradio here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from app.params import BOUNDS, check_number
+from core.bench import Progress, sweep_progress
+from core.decoder import DecodeConfig
+from core.task import make_split
+
+MAX_TAUS = 8
+MAX_KS = 4
+MAX_PROBLEMS = 50
+DEFAULT_TAUS = "0.1, 0.3, 0.5, 1, 3"
+DEFAULT_KS = "1, 2"
+DEFAULT_PROBLEMS = 6
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    model: str
+    taus: tuple[float, ...]
+    ks: tuple[int, ...]
+    problems: int
+    gen_len: int
+    block_len: int
+    steps: int  # 0: one token per step
+    threshold: float  # 0: off
+
+    def decode_config(self) -> DecodeConfig:
+        """Greedy decoding, as the bench measures it."""
+        return DecodeConfig(gen_len=self.gen_len, block_len=self.block_len, steps=self.steps or None,
+                            threshold=self.threshold or None)
+
+
+def parse_list(text: object, name: str, most: int) -> tuple:
+    """'0.1, 0.5 1' -> (0.1, 0.5, 1.0): distinct values of control `name`, each checked against its
+    bounds, at most `most` of them, in the order given."""
+    label = BOUNDS[name].label
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"Give at least one value for {label}.")
+    if len(text) > 200:
+        raise ValueError(f"The list for {label} is too long ({len(text)} characters).")
+    values = []
+    for item in re.split(r"[,\s]+", text.strip()):
+        try:
+            number = float(item)
+        except ValueError:
+            raise ValueError(f"{label}: {item!r} is not a number.") from None
+        value = check_number(name, number)
+        if value not in values:
+            values.append(value)
+    if len(values) > most:
+        raise ValueError(f"At most {most} values for {label}, got {len(values)}.")
+    return tuple(values)
+
+
+def parse_sweep(
+    model: object, taus: object, ks: object, problems: object, gen_len: object, block_len: object,
+    steps: object, threshold: object, *, models: list[str],
+) -> SweepParams:
+    """Validate one sweep's raw inputs (as the UI or an API client sent them)."""
+    if model not in models:
+        raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
+    if isinstance(problems, bool) or not isinstance(problems, (int, float)) or not float(problems).is_integer():
+        raise ValueError(f"The number of problems must be a whole number, got {problems!r}.")
+    if not 1 <= problems <= MAX_PROBLEMS:
+        raise ValueError(f"The number of problems must be between 1 and {MAX_PROBLEMS}, got {problems:g}.")
+    params = SweepParams(
+        model=str(model),
+        taus=parse_list(taus, "tau", MAX_TAUS),
+        ks=parse_list(ks, "k", MAX_KS),
+        problems=int(problems),
+        gen_len=check_number("gen_len", gen_len),
+        block_len=check_number("block_len", block_len),
+        steps=check_number("steps", steps),
+        threshold=check_number("threshold", threshold),
+    )
+    if params.steps and params.threshold:
+        raise ValueError("Set steps to 0 or the parallel-decoding threshold to 0: they do not go together.")
+    try:
+        params.decode_config().validate()
+    except ValueError as e:
+        raise ValueError(f"These controls do not fit together: {e}.") from None
+    return params
+
+
+def sweep_snapshots(
+    model, tokenizer, params: SweepParams, should_stop: Callable[[], bool] = lambda: False
+) -> Iterator[Progress]:
+    """The sweep's progress after each decode (plain data: core.bench.Progress). Stops between two
+    decodes once should_stop() is true."""
+    problems = make_split("test", params.problems)
+    for progress in sweep_progress(model, tokenizer, problems, list(params.taus), list(params.ks),
+                                   params.decode_config()):
+        yield progress
+        if should_stop():
+            return

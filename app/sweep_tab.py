@@ -1,0 +1,247 @@
+"""The Sweep tab: a tau x k sweep of EntropyCache on held-out word problems, run in the background
+with a progress bar, drawn as a Pareto plot of speedup against accuracy or agreement. Clicking a
+point (or a table row) loads its tau and k into the Race and Drift tabs.
+
+A click reaches the server through a hidden textbox: SWEEP_JS (given to launch) listens for
+plotly's click on the plot and writes the point's (tau, k) there. The server checks those values
+against the bounds like any other input; a table row is looked up in the session's own results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+import torch
+
+from app.controls import bounded_slider
+from app.gpu import free_memory, on_gpu
+from app.params import check_number
+from app.sessions import StopFlag
+from app.sweep import (
+    DEFAULT_KS,
+    DEFAULT_PROBLEMS,
+    DEFAULT_TAUS,
+    MAX_KS,
+    MAX_PROBLEMS,
+    MAX_TAUS,
+    SweepParams,
+    parse_sweep,
+    sweep_snapshots,
+)
+from app.sweep_plots import METRICS, TABLE_HEADERS, pareto_figure, progress_html, sweep_table
+
+STOPPED = '<div class="ec-banner">Stopped.</div>'
+SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
+INTRO = f"""### Tune tau by looking
+The exact decoder and EntropyCache at every (tau, k) you list decode the same held-out word problems,
+interleaved, exactly as `python -m core.bench` does; each point is one setting's measured speedup
+against its accuracy (or its token agreement with the exact decoder). Points on the dotted Pareto front
+are the settings worth choosing between. **Click a point** (or a table row) to load its tau and k into
+the Race and Drift tabs. Up to {MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} problems."""
+DONE = ("Sweep done: {n} problem{s}. Click a point (or a table row) to load its tau and k into the Race and "
+        "Drift tabs.")
+
+# Plotly's click event -> the hidden #sweep-pick textbox (a nonce makes every click a new value) -> its
+# `change` event on the server. Plots are re-rendered as the sweep streams, so the listener is
+# (re)attached whenever the page changes.
+SWEEP_JS = """
+() => {
+  const attach = () => {
+    const plot = document.querySelector('#sweep-pareto .js-plotly-plot');
+    if (!plot || typeof plot.on !== 'function' || plot._ecClick === plot._fullData) return;
+    plot._ecClick = plot._fullData;
+    plot.removeAllListeners && plot.removeAllListeners('plotly_click');
+    plot.on('plotly_click', (ev) => {
+      const point = ev && ev.points && ev.points[0];
+      const box = document.querySelector('#sweep-pick textarea, #sweep-pick input');
+      if (!point || !Array.isArray(point.customdata) || !box) return;
+      box.value = JSON.stringify([point.customdata[0], point.customdata[1], Date.now()]);
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    });
+  };
+  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+  attach();
+}
+"""
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The session's last sweep (kept in gr.State): its rows, and the point loaded from it, if any."""
+    params: SweepParams
+    rows: list[dict]
+    selected: tuple[float, int] | None = None
+
+
+class SweepHandlers:
+    def __init__(self, race) -> None:
+        """`race`: the race's app.ui.Handlers, whose registry, run board and warm-up this tab shares."""
+        self.race = race
+        self.gpu_snapshots = on_gpu(self.snapshots, SWEEP_GPU_DURATION_S)  # decorated once, at build time
+
+    def snapshots(self, params: SweepParams, stop: StopFlag | None = None):
+        """The decoding half of a sweep (on a GPU it holds the GPU): core.bench.Progress out, no figures."""
+        model, tokenizer = self.race.load_warm(params.model)
+        should_stop = stop.is_set if stop is not None else (lambda: False)
+        try:
+            yield from sweep_snapshots(model, tokenizer, params, should_stop)
+        finally:
+            free_memory()
+
+    def run(
+        self, model: str, taus: str, ks: str, problems: float, gen_len: float, block_len: float, steps: float,
+        threshold: float, metric: str, request: gr.Request = None,
+    ) -> Iterator[tuple]:
+        """Validate, then stream the sweep: banner, plot, table, state after each decode."""
+        try:
+            params = parse_sweep(model, taus, ks, problems, gen_len, block_len, steps, threshold,
+                                 models=self.race.registry.labels)
+            metric = _metric(metric)
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+        key, flag = self.race.board.begin(getattr(request, "session_hash", None))
+        try:
+            yield from self._stream(params, metric, flag)
+            if flag.reason == "stop":
+                yield STOPPED, gr.skip(), gr.skip(), gr.skip()
+        except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
+            raise gr.Error(str(e), print_exception=False) from None
+        except torch.OutOfMemoryError:
+            raise gr.Error("Out of GPU memory: try a shorter gen length.", print_exception=False) from None
+        finally:
+            self.race.board.end(key, flag)
+
+    def _stream(self, params: SweepParams, metric: str, flag: StopFlag) -> Iterator[tuple]:
+        registry = self.race.registry
+        choice = registry.choice(params.model)
+        if not registry.is_loaded(params.model):
+            yield (f'<div class="ec-banner">Loading {choice.label} (the first run of a model takes a while)...</div>',
+                   gr.skip(), gr.skip(), gr.skip())
+        registry.get(params.model)
+        yield '<div class="ec-banner">Warming up...</div>', None, None, None
+        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
+        snapshots = run(params, flag)
+        shown, last, drawn = 0, None, None
+        try:
+            for last in snapshots:
+                banner = progress_html(last, params.problems)
+                if last.problems == shown:  # no new problem finished: the points have not moved
+                    yield banner, gr.skip(), gr.skip(), gr.skip()
+                    continue
+                shown = last.problems
+                drawn = (pareto_figure(last.rows, metric), _frame(last.rows), SweepResult(params, last.rows))
+                yield banner, *drawn
+        finally:
+            close = getattr(snapshots, "close", None)
+            if close is not None:
+                close()
+        if drawn is not None and last.decodes == last.total:  # the whole result again: an API client's answer
+            done = DONE.format(n=params.problems, s="s" * (params.problems != 1))
+            yield f'<div class="ec-banner">{done}</div>', *drawn
+
+    def stop(self, request: gr.Request = None) -> str:
+        self.race.board.cancel(getattr(request, "session_hash", None))
+        return STOPPED
+
+    def on_model(self, label: str) -> tuple[int, int]:
+        """A model's own gen and block length."""
+        c = self.race.registry.choice(label)
+        return c.gen_len, c.block_len
+
+    def redraw(self, metric: str, result: SweepResult | None):
+        """The plot again with another y axis (no decoding)."""
+        if result is None:
+            return None
+        try:
+            return pareto_figure(result.rows, _metric(metric), result.selected)
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+
+    def pick_point(self, value: str, metric: str, result: SweepResult | None) -> tuple:
+        """A clicked point: '[tau, k, nonce]' from SWEEP_JS, checked like any other input."""
+        try:
+            data = json.loads(value) if isinstance(value, str) and len(value) < 200 else None
+            if not isinstance(data, list) or len(data) < 2:
+                raise ValueError(f"A picked point must be [tau, k], got {value!r}.")
+            tau, k = check_number("tau", data[0]), check_number("k", data[1])
+        except (ValueError, TypeError, json.JSONDecodeError) as e:
+            raise gr.Error(str(e), print_exception=False) from None
+        return self._load(tau, k, metric, result)
+
+    def pick_row(self, metric: str, result: SweepResult | None, evt: gr.SelectData) -> tuple:
+        """A clicked table row, looked up in the session's own results."""
+        row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        if result is None or not isinstance(row, int) or not 0 <= row < len(result.rows):
+            return (gr.skip(),) * 7
+        params = result.rows[row]["params"]
+        if "tau" not in params:
+            return (*(gr.skip(),) * 4, "That row is the exact decoder: pick an EntropyCache row.", gr.skip(), gr.skip())
+        return self._load(params["tau"], params["k"], metric, result)
+
+    def _load(self, tau: float, k: int, metric: str, result: SweepResult | None) -> tuple:
+        """race tau, race k, drift tau, drift k, message, plot, state."""
+        message = f"Loaded **tau {tau:g}, k {k}** into the Race and Drift tabs."
+        if result is None:
+            return tau, k, tau, k, message, gr.skip(), gr.skip()
+        p = result.params
+        message += (f" The sweep decoded with gen length {p.gen_len}, block length {p.block_len}, steps "
+                    f"{p.steps or 'one token each'}, threshold {p.threshold:g}.")
+        chosen = SweepResult(p, result.rows, (tau, k))
+        return tau, k, tau, k, message, pareto_figure(result.rows, _metric(metric), chosen.selected), chosen
+
+
+def _metric(metric: object) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.")
+    return str(metric)
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(sweep_table(rows), columns=TABLE_HEADERS)
+
+
+def build_sweep_tab(race, registry, load_into: list[gr.Slider]) -> SweepHandlers:
+    """The tab's layout and events (call inside a gr.Tab). load_into: the sliders a picked point sets,
+    in the order race tau, race k, drift tau, drift k."""
+    s = SweepHandlers(race)
+    first = registry.choice(registry.labels[0])
+    gr.Markdown(INTRO)
+    with gr.Row():
+        with gr.Column(scale=3):
+            taus = gr.Textbox(DEFAULT_TAUS, label="tau values (nats, comma separated)", elem_id="sweep-taus")
+            ks = gr.Textbox(DEFAULT_KS, label="k values (comma separated)", elem_id="sweep-ks")
+        with gr.Column(scale=2):
+            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
+            problems = gr.Slider(1, MAX_PROBLEMS, value=DEFAULT_PROBLEMS, step=1, label="held-out word problems",
+                                 elem_id="sweep-ctl-problems")
+            with gr.Row():
+                run = gr.Button("Run sweep", variant="primary", elem_id="sweep-run-btn")
+                stop = gr.Button("Stop", variant="stop", elem_id="sweep-stop-btn")
+    with gr.Accordion("Decoding", open=False):
+        with gr.Row():
+            defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
+            decoding = [bounded_slider(name, defaults.get(name), "sweep-") for name in
+                        ("gen_len", "block_len", "steps", "threshold")]
+    banner = gr.HTML('<div class="ec-banner">Press Run sweep to start.</div>', elem_id="sweep-banner")
+    metric = gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric")
+    plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
+    loaded = gr.Markdown(elem_id="sweep-loaded")
+    table = gr.Dataframe(headers=TABLE_HEADERS, label="Sweep points", interactive=False, elem_id="sweep-table")
+    pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
+    state = gr.State(None)
+
+    cancel_old = run.click(race.cancel_previous, None, None, queue=False, trigger_mode="multiple",
+                           api_visibility="private")
+    run_event = cancel_old.then(s.run, [model, taus, ks, problems, *decoding, metric], [banner, plot, table, state],
+                                api_name="sweep", trigger_mode="multiple")
+    stop.click(s.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
+    model.change(s.on_model, model, decoding[:2], api_visibility="private")
+    metric.change(s.redraw, [metric, state], plot, queue=False, api_visibility="private")
+    picked = [*load_into, loaded, plot, state]
+    pick.change(s.pick_point, [pick, metric, state], picked, queue=False, api_name="sweep_pick")
+    table.select(s.pick_row, [metric, state], picked, queue=False, api_visibility="private")
+    return s

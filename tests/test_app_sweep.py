@@ -1,0 +1,188 @@
+"""The Sweep tab, on CPU: request validation, the Pareto front on known points, the streamed sweep
+against core.bench.sweep for the same settings, loading a point's settings, and Stop.
+
+The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint folder of the same format.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+import app.models
+from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+from app.sessions import RunBoard, StopFlag
+from app.sweep import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_snapshots
+from app.sweep_plots import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
+from app.sweep_tab import STOPPED, SweepHandlers, SweepResult
+from app.ui import Handlers
+from core.bench import Progress, sweep
+from core.task import make_split
+
+EXACT = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps", "n", "label")
+
+
+def sweep_args(**overrides) -> dict:
+    a = dict(model=EMBEDDED_LABEL, taus="0.5, 3", ks="2", problems=2, gen_len=32, block_len=16, steps=0,
+             threshold=0)
+    a.update(overrides)
+    return a
+
+
+def exact(rows: list[dict]) -> list[dict]:
+    """The parts of bench rows that do not depend on timing."""
+    return [{k: r[k] for k in EXACT} for r in rows]
+
+
+# ---- validation -------------------------------------------------------------------------------------
+
+
+def test_a_good_request_parses_into_bounded_values() -> None:
+    p = parse_sweep(**sweep_args(taus="0.1 0.5,0.5, 3", ks="1,2", problems=4.0), models=[EMBEDDED_LABEL])
+    assert p == SweepParams(EMBEDDED_LABEL, (0.1, 0.5, 3.0), (1, 2), 4, 32, 16, 0, 0.0)
+    assert p.decode_config().steps is None and p.decode_config().threshold is None
+    assert parse_list("2, 1, 2", "k", 4) == (2, 1)  # duplicates dropped, order kept
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(taus=""), "at least one value for tau"),
+        (dict(taus="0.5, abc"), "'abc' is not a number"),
+        (dict(taus="13"), "between 0 and 12, got 13"),
+        (dict(taus="nan"), "finite"),
+        (dict(taus=", ".join(str(t / 10) for t in range(9))), "At most 8 values for tau"),
+        (dict(taus="0.5," * 100), "too long"),
+        (dict(ks="1.5"), "whole number"),
+        (dict(ks="1, 2, 3, 4, 5"), "At most 4 values for k"),
+        (dict(problems=0), f"between 1 and {MAX_PROBLEMS}, got 0"),
+        (dict(problems=MAX_PROBLEMS + 1), f"between 1 and {MAX_PROBLEMS}"),
+        (dict(problems=2.5), "whole number"),
+        (dict(problems=True), "whole number"),
+        (dict(model="/etc/passwd"), "Unknown model"),
+        (dict(gen_len=30), "do not fit together: gen_len 30 is not a multiple of block_len 16"),
+        (dict(steps=4, threshold=0.9), "Set steps to 0"),
+        (dict(gen_len=100000), "between 1 and 512"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_reason(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_sweep(**sweep_args(**overrides), models=[EMBEDDED_LABEL])
+
+
+# ---- the figure, on known points --------------------------------------------------------------------
+
+
+def test_the_pareto_front_keeps_exactly_the_undominated_points_in_x_order() -> None:
+    points = [(1.0, 0.9), (2.0, 0.8), (1.5, 0.95), (2.0, 0.7), (3.0, 0.5), (3.0, 0.5)]
+    assert pareto_front(points) == [2, 1, 4, 5]  # ties are kept: neither beats the other
+    assert pareto_front([]) == [] and pareto_front([(1.0, 1.0)]) == [0]
+
+
+def row(policy: str, speedup: float, accuracy: float, **params) -> dict:
+    label = "none" if policy == "none" else f"entropy(tau={params['tau']}, k={params['k']})"
+    return dict(policy=policy, params=params, label=label, n=3, accuracy=accuracy, agreement=accuracy,
+                speedup=speedup, ceiling=2 * speedup, rows_fraction=0.5, full_steps_fraction=0.1,
+                decision_overhead=0.01)
+
+
+def test_the_figure_has_one_trace_per_k_each_point_carrying_its_settings() -> None:
+    rows = [row("none", 1.0, 0.9), row("entropy", 2.0, 0.9, tau=0.5, k=1), row("entropy", 3.0, 0.8, tau=3.0, k=1),
+            row("entropy", 1.5, 0.7, tau=0.5, k=2)]
+    fig = pareto_figure(rows, "accuracy", selected=(3.0, 1))
+    names = [t.name for t in fig.data]
+    assert names == ["k = 1", "k = 2", "Pareto front", "none", "loaded"]
+    assert [list(c) for c in fig.data[0].customdata] == [[0.5, 1], [3.0, 1]]
+    assert list(fig.data[2].x) == [2.0, 3.0]  # (1.5, 0.7) is beaten by (2.0, 0.9)
+    assert list(fig.data[4].x) == [3.0] and "3 problems" in fig.layout.title.text
+    with pytest.raises(ValueError, match="unknown metric"):
+        pareto_figure(rows, "speed")
+
+
+def test_progress_bar_shows_decodes_and_problems() -> None:
+    html = progress_html(Progress(4, 15, 1, []), 2)
+    assert "4 of 15 decodes, 1 of 2 problems done" in html and 'value="4" max="15"' in html
+
+
+# ---- the sweep itself, against core.bench -----------------------------------------------------------
+
+
+def test_streamed_sweep_ends_on_the_rows_core_bench_gives_for_the_same_settings(registry) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    params = parse_sweep(**sweep_args(), models=registry.labels)
+    snaps = list(sweep_snapshots(model, tokenizer, params))
+    assert [s.decodes for s in snaps] == list(range(1, 10)) and snaps[-1].total == 9  # (1 warm-up + 2) x 3
+    direct = sweep(model, tokenizer, make_split("test", 2), [0.5, 3.0], [2], params.decode_config())
+    assert exact(snaps[-1].rows) == exact(direct)
+    polls = iter([False, True])
+    stopped = list(sweep_snapshots(model, tokenizer, params, should_stop=lambda: next(polls)))
+    assert [s.decodes for s in stopped] == [1, 2]
+
+
+def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(registry) -> None:
+    race = Handlers(registry, RunBoard(), throttle_s=0)
+    s = SweepHandlers(race)
+    out = list(s.run(**sweep_args(), metric="accuracy", request=SimpleNamespace(session_hash="me")))
+    assert all(len(o) == 4 for o in out) and len(race.board) == 0
+    assert sum("<progress" in o[0] for o in out) == 9
+    assert out[-1][1:] == out[-2][1:]  # the final banner comes with the whole result again
+    banner, fig, table, result = out[-1]
+    assert isinstance(fig, go.Figure) and isinstance(result, SweepResult)
+    assert isinstance(table, pd.DataFrame) and list(table.columns) == TABLE_HEADERS
+    assert list(table["policy"]) == ["none", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
+    assert "Sweep done: 2 problems" in out[-1][0]
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    direct = sweep(model, tokenizer, make_split("test", 2), [0.5, 3.0], [2], result.params.decode_config())
+    assert exact(result.rows) == exact(direct)
+
+    tau, k, tau2, k2, message, fig2, chosen = s.pick_point(json.dumps([3.0, 2, 123]), "accuracy", result)
+    assert (tau, k, tau2, k2) == (3.0, 2, 3.0, 2) and "tau 3, k 2" in message and chosen.selected == (3.0, 2)
+    assert fig2.data[-1].name == "loaded"
+    picked = s.pick_row("agreement", result, SimpleNamespace(index=[1, 0]))
+    assert picked[:4] == (0.5, 2, 0.5, 2)
+    assert "exact decoder" in s.pick_row("accuracy", result, SimpleNamespace(index=[0, 3]))[4]
+    assert s.redraw("agreement", result).layout.yaxis.title.text.startswith("agreement")
+    for bad, message in (("[13, 2]", "between 0 and 12"), ("[0.5, 1.5]", "whole number"), ("oops", "Expecting"),
+                         ("[0.5]", "must be \\[tau, k\\]"), ('["a", 2]', "must be a number")):
+        with pytest.raises(gr.Error, match=message):
+            s.pick_point(bad, "accuracy", result)
+
+
+def test_the_handler_refuses_bad_inputs_and_a_stop_ends_the_sweep(registry) -> None:
+    race = Handlers(registry, RunBoard(), throttle_s=0)
+    s = SweepHandlers(race)
+    me = SimpleNamespace(session_hash="me")
+    with pytest.raises(gr.Error, match="At most 4 values for k"):
+        next(s.run(**sweep_args(ks="1 2 3 4 5"), metric="accuracy", request=me))
+    with pytest.raises(gr.Error, match="Unknown y axis"):
+        next(s.run(**sweep_args(), metric="speed", request=me))
+    run = s.run(**sweep_args(problems=5), metric="accuracy", request=me)
+    for _ in range(3):  # warming up, then the first decodes
+        next(run)
+    assert "Stopped." in s.stop(me)
+    rest = list(run)
+    assert rest[-1][0] == STOPPED and len(rest) <= 2 and len(race.board) == 0
+
+
+def test_on_a_gpu_the_sweep_runs_in_the_gpu_function_with_pickled_arguments(registry, monkeypatch) -> None:
+    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
+    race = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), RunBoard(), throttle_s=0)
+    s = SweepHandlers(race)
+    sent = []
+
+    def gpu_snapshots(*args):
+        sent.append(pickle.loads(pickle.dumps(args)))  # as spaces.GPU hands them to its worker
+        return s.snapshots(*sent[-1])
+
+    s.gpu_snapshots = gpu_snapshots
+    out = list(s.run(**sweep_args(model="gpu", problems=1), metric="accuracy",
+                     request=SimpleNamespace(session_hash="g")))
+    assert "Sweep done: 1 problem" in out[-1][0] and len(sent) == 1
+    params, flag = sent[0]
+    assert isinstance(params, SweepParams) and params.model == "gpu" and isinstance(flag, StopFlag)
