@@ -67,7 +67,7 @@ def pareto_figure(rows: list[dict], metric: str, selected: tuple[float, int] | N
     title = f"EntropyCache: speedup vs {metric} over {n} problem{'s' * (n != 1)} (labels: tau)"
     fig.update_layout(title=dict(text=title, font=dict(size=13)), height=380, margin=MARGIN, template="plotly_white",
                       xaxis=dict(title="speedup over the exact decoder (measured)"),
-                      yaxis=dict(title=METRICS[metric]), legend=dict(orientation="h", y=-0.2))
+                      yaxis=dict(title=METRICS[metric], range=[0, 1.08]), legend=dict(orientation="h", y=-0.2))
     return fig
 
 
