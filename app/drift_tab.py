@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gradio as gr
-import torch
 
 from app.controls import CONTROL_NAMES, Inputs, build_inputs, wire_inputs
 from app.drift import DriftRenderer, DriftUpdate, drift_snapshots
 from app.explain import explain_step
 from app.gpu import free_memory, on_gpu
 from app.params import DEFAULT_COMPARED, RunParams, parse_params
+from app.runs import closed_after, session_run
 from app.sessions import StopFlag
 
 STOPPED = '<div class="ec-banner">Stopped.</div>'
@@ -63,17 +63,8 @@ class DriftHandlers:
             params = parse_params(prompt, model, DEFAULT_COMPARED, models=self.race.registry.labels, **numbers)
         except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
-        key, flag = self.race.board.begin(getattr(request, "session_hash", None))
-        try:
-            yield from self._stream(params, flag)
-            if flag.reason == "stop":
-                yield (STOPPED, *(gr.skip(),) * 8)
-        except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
-            raise gr.Error(str(e), print_exception=False) from None
-        except torch.OutOfMemoryError:
-            raise gr.Error("Out of GPU memory: try a shorter gen length or prompt.", print_exception=False) from None
-        finally:
-            self.race.board.end(key, flag)
+        yield from session_run(self.race.board, request, lambda flag: self._stream(params, flag),
+                               (STOPPED, *(gr.skip(),) * 8), "Out of GPU memory: try a shorter gen length or prompt.")
 
     def _stream(self, params: RunParams, flag: StopFlag) -> Iterator[tuple]:
         registry = self.race.registry
@@ -85,16 +76,11 @@ class DriftHandlers:
         renderer = DriftRenderer(model, tokenizer, params)
         yield drift_outputs(renderer.empty("Starting..."), start=True)
         run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
-        snapshots = run(params.model, params, renderer.prompt_ids, flag)
-        try:
+        with closed_after(run(params.model, params, renderer.prompt_ids, flag)) as snapshots:
             for snap in snapshots:
                 update = renderer.update(snap)
                 run_state = DriftRun(params.model, params.tau, update.events) if update.final_text is not None else None
                 yield drift_outputs(update, run_state, tokenizer)
-        finally:
-            close = getattr(snapshots, "close", None)
-            if close is not None:
-                close()
 
     def stop(self, request: gr.Request = None) -> str:
         self.race.board.cancel(getattr(request, "session_hash", None))

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import gradio as gr
 import pandas as pd
-import torch
 
 from app.controls import bounded_slider
 from app.gpu import free_memory, on_gpu
 from app.params import check_number
+from app.runs import closed_after, session_run
 from app.sessions import StopFlag
 from app.sweep import (
     DEFAULT_KS,
@@ -103,17 +103,9 @@ class SweepHandlers:
             metric = _metric(metric)
         except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
-        key, flag = self.race.board.begin(getattr(request, "session_hash", None))
-        try:
-            yield from self._stream(params, metric, flag)
-            if flag.reason == "stop":
-                yield STOPPED, gr.skip(), gr.skip(), gr.skip()
-        except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
-            raise gr.Error(str(e), print_exception=False) from None
-        except torch.OutOfMemoryError:
-            raise gr.Error("Out of GPU memory: try a shorter gen length.", print_exception=False) from None
-        finally:
-            self.race.board.end(key, flag)
+        stopped = (STOPPED, gr.skip(), gr.skip(), gr.skip())
+        yield from session_run(self.race.board, request, lambda flag: self._stream(params, metric, flag), stopped,
+                               "Out of GPU memory: try a shorter gen length.")
 
     def _stream(self, params: SweepParams, metric: str, flag: StopFlag) -> Iterator[tuple]:
         registry = self.race.registry
@@ -124,9 +116,8 @@ class SweepHandlers:
         registry.get(params.model)
         yield '<div class="ec-banner">Warming up...</div>', None, None, None
         run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
-        snapshots = run(params, flag)
         shown, last, drawn = 0, None, None
-        try:
+        with closed_after(run(params, flag)) as snapshots:
             for last in snapshots:
                 banner = progress_html(last, params.problems)
                 if last.problems == shown:  # no new problem finished: the points have not moved
@@ -135,10 +126,6 @@ class SweepHandlers:
                 shown = last.problems
                 drawn = (pareto_figure(last.rows, metric), _frame(last.rows), SweepResult(params, last.rows))
                 yield banner, *drawn
-        finally:
-            close = getattr(snapshots, "close", None)
-            if close is not None:
-                close()
         if drawn is not None and last.decodes == last.total:  # the whole result again: an API client's answer
             done = DONE.format(n=params.problems, s="s" * (params.problems != 1))
             yield f'<div class="ec-banner">{done}</div>', *drawn

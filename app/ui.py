@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import gradio as gr
 import pandas as pd
-import torch
 
 from app.controls import CONTROL_NAMES, build_inputs, wire_inputs
 from app.drift_tab import build_drift_tab
@@ -23,6 +21,7 @@ from app.gpu import default_concurrency, free_memory, on_gpu
 from app.models import ModelRegistry
 from app.params import RunParams, parse_params
 from app.race import Snapshot
+from app.runs import closed_after, session_run
 from app.sessions import RunBoard, StopFlag
 from app.speed import CSS as SPEED_CSS
 from app.speed import SUMMARY_HEADERS
@@ -81,18 +80,9 @@ class Handlers:
             params = parse_params(prompt, model, policy, models=self.registry.labels, **numbers)
         except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
-        # The flag is taken here, once: looked up by session key later, it could be the next run's.
-        key, flag = self.board.begin(getattr(request, "session_hash", None))
-        try:
-            yield from self._stream(params, flag)
-            if flag.reason == "stop":  # said last, so no update rendered while stopping can overwrite it
-                yield banner_only("Stopped.", clear_final=False)
-        except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
-            raise gr.Error(str(e), print_exception=False) from None
-        except torch.OutOfMemoryError:
-            raise gr.Error("Out of GPU memory: try a shorter gen length or prompt.", print_exception=False) from None
-        finally:
-            self.board.end(key, flag)
+        stopped = banner_only("Stopped.", clear_final=False)
+        yield from session_run(self.board, request, lambda flag: self._stream(params, flag), stopped,
+                               "Out of GPU memory: try a shorter gen length or prompt.")
 
     def _stream(self, params: RunParams, flag: StopFlag) -> Iterator[tuple]:
         choice = self.registry.choice(params.model)
@@ -123,17 +113,6 @@ class Handlers:
     def pick_example(self, index: int | None, label: str) -> Any:
         examples = self.registry.choice(label).examples
         return examples[index] if index is not None and 0 <= index < len(examples) else gr.skip()
-
-
-@contextmanager
-def closed_after(iterator: Iterator) -> Iterator[Iterator]:
-    """Like contextlib.closing, for iterators that may lack close() (a wrapped GPU generator, say)."""
-    try:
-        yield iterator
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()
 
 
 def banner_only(message: str, clear_final: bool = True) -> tuple:
