@@ -100,9 +100,9 @@ class SweepHandlers:
         try:
             params = parse_sweep(model, taus, ks, problems, gen_len, block_len, steps, threshold,
                                  models=self.race.registry.labels)
-            metric = _metric(metric)
         except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
+        metric = _metric(metric)
         stopped = (STOPPED, gr.skip(), gr.skip(), gr.skip())
         yield from session_run(self.race.board, request, lambda flag: self._stream(params, metric, flag), stopped,
                                "Out of GPU memory: try a shorter gen length.")
@@ -143,10 +143,7 @@ class SweepHandlers:
         """The plot again with another y axis (no decoding)."""
         if result is None:
             return None
-        try:
-            return pareto_figure(result.rows, _metric(metric), result.selected)
-        except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+        return pareto_figure(result.rows, _metric(metric), result.selected)
 
     def pick_point(self, value: str, metric: str, result: SweepResult | None) -> tuple:
         """A clicked point: '[tau, k, nonce]' from SWEEP_JS, checked like any other input."""
@@ -182,8 +179,9 @@ class SweepHandlers:
 
 
 def _metric(metric: object) -> str:
+    """The y axis a handler was sent, checked (every handler that draws takes one from the client)."""
     if metric not in METRICS:
-        raise ValueError(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.")
+        raise gr.Error(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.", print_exception=False)
     return str(metric)
 
 

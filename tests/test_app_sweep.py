@@ -148,6 +148,10 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert picked[:4] == (0.5, 2, 0.5, 2)
     assert "exact decoder" in s.pick_row("accuracy", result, SimpleNamespace(index=[0, 3]))[4]
     assert s.redraw("agreement", result).layout.yaxis.title.text.startswith("agreement")
+    with pytest.raises(gr.Error, match="Unknown y axis 'speed'"):
+        s.pick_point("[0.5, 2, 1]", "speed", result)
+    with pytest.raises(gr.Error, match="Unknown y axis 'speed'"):
+        s.pick_row("speed", result, SimpleNamespace(index=[1, 0]))
     for bad, message in (("[13, 2]", "between 0 and 12"), ("[0.5, 1.5]", "whole number"), ("oops", "Expecting"),
                          ("[0.5]", "must be \\[tau, k\\]"), ('["a", 2]', "must be a number")):
         with pytest.raises(gr.Error, match=message):
