@@ -1,4 +1,5 @@
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -48,3 +49,27 @@ def registry():
     reg.preload()
     yield reg
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def gpu_registry(registry, monkeypatch):
+    """A registry with one 'gpu' model (cuda device) that is really the embedded model on the CPU."""
+    import app.models
+    from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+
+    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
+    return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))])
+
+
+def fake_zero_gpu(handlers) -> list[tuple]:
+    """Route handlers.gpu_snapshots through a pickle round trip of its arguments, as spaces.GPU hands
+    them to its forked worker; returns the list of argument tuples the 'worker' received."""
+    sent = []
+
+    def gpu_snapshots(*args):
+        sent.append(pickle.loads(pickle.dumps(args)))
+        return handlers.snapshots(*sent[-1])
+
+    handlers.gpu_snapshots = gpu_snapshots
+    return sent
+

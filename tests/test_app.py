@@ -21,6 +21,7 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 import torch
+from conftest import fake_zero_gpu
 
 import app.gpu
 import app.models
@@ -399,20 +400,11 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
     assert len(board) == 0  # refused before any run was registered
 
 
-def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(
-    registry, monkeypatch
-) -> None:
+def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry) -> None:
     # spaces.GPU pickles the arguments into a forked worker: the race there polls only a copy of the flag
-    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
     board = RunBoard()
-    h = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), board, throttle_s=60)
-    sent = []
-
-    def gpu_snapshots(*args):
-        sent.append(pickle.loads(pickle.dumps(args)))
-        return h.snapshots(*sent[-1])
-
-    h.gpu_snapshots = gpu_snapshots
+    h = Handlers(gpu_registry, board, throttle_s=60)
+    sent = fake_zero_gpu(h)
     me = SimpleNamespace(session_hash="z")
     c = controls()
     out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me))

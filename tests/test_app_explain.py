@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from conftest import fake_zero_gpu
 
-import app.gpu
-import app.models
 from app.drift import DriftSnapshot, drift_snapshots, stream_drift
 from app.drift_plots import drift_matrix
 from app.drift_tab import NO_RUN, DriftHandlers, DriftRun
 from app.explain import explain_step
-from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+from app.models import EMBEDDED_LABEL
 from app.params import BOUNDS, parse_params
 from app.sessions import RunBoard, StopFlag
 from app.ui import Handlers
@@ -166,17 +164,10 @@ def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
     assert "Stopped." in rest[-1][0] and len(race.board) == 0
 
 
-def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(registry, monkeypatch) -> None:
-    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
-    race = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), RunBoard(), throttle_s=60)
+def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(gpu_registry) -> None:
+    race = Handlers(gpu_registry, RunBoard(), throttle_s=60)
     d = DriftHandlers(race)
-    sent = []
-
-    def gpu_snapshots(*args):
-        sent.append(pickle.loads(pickle.dumps(args)))  # as spaces.GPU hands them to its worker
-        return d.snapshots(*sent[-1])
-
-    d.gpu_snapshots = gpu_snapshots
+    sent = fake_zero_gpu(d)
     me = SimpleNamespace(session_hash="g")
     out = list(d.run(*drift_args(model="gpu"), request=me))
     assert "Done" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][3], StopFlag)

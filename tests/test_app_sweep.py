@@ -7,16 +7,15 @@ The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint
 from __future__ import annotations
 
 import json
-import pickle
 from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from conftest import fake_zero_gpu
 
-import app.models
-from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+from app.models import EMBEDDED_LABEL
 from app.sessions import RunBoard, StopFlag
 from app.sweep import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_snapshots
 from app.sweep_plots import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
@@ -174,17 +173,9 @@ def test_the_handler_refuses_bad_inputs_and_a_stop_ends_the_sweep(registry) -> N
     assert rest[-1][0] == STOPPED and len(rest) <= 2 and len(race.board) == 0
 
 
-def test_on_a_gpu_the_sweep_runs_in_the_gpu_function_with_pickled_arguments(registry, monkeypatch) -> None:
-    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
-    race = Handlers(ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))]), RunBoard(), throttle_s=0)
-    s = SweepHandlers(race)
-    sent = []
-
-    def gpu_snapshots(*args):
-        sent.append(pickle.loads(pickle.dumps(args)))  # as spaces.GPU hands them to its worker
-        return s.snapshots(*sent[-1])
-
-    s.gpu_snapshots = gpu_snapshots
+def test_on_a_gpu_the_sweep_runs_in_the_gpu_function_with_pickled_arguments(gpu_registry) -> None:
+    s = SweepHandlers(Handlers(gpu_registry, RunBoard(), throttle_s=0))
+    sent = fake_zero_gpu(s)
     out = list(s.run(**sweep_args(model="gpu", problems=1), metric="accuracy",
                      request=SimpleNamespace(session_hash="g")))
     assert "Sweep done: 1 problem" in out[-1][0] and len(sent) == 1
