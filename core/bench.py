@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from core.decoder import DecodeConfig, decode, generate
 from core.diagnostics import drift_vs_entropy, pearson, spearman, volatility_curve
-from core.generate import torch_dtype
+from core.generate import decode_config, torch_dtype
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
@@ -289,13 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             args.policies.split(","), _floats(args.tau), args.k, args.prompt_every, args.response_every
         )
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
-        defaults = getattr(model, "decode_defaults", {})
-        config = DecodeConfig(
-            gen_len=defaults.get("gen_len", 128) if args.gen_len is None else args.gen_len,
-            block_len=defaults.get("block_len", 32) if args.block is None else args.block,
-            steps=args.steps,
-            threshold=args.threshold,
-        )
+        config = decode_config(model, args.gen_len, args.block, steps=args.steps, threshold=args.threshold)
         config.validate()
         if args.forward_rows:
             costs = forward_costs(model, args.length, [int(v) for v in args.forward_rows.split(",")])

@@ -39,15 +39,14 @@ def add_decode_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--response-every", type=int, default=5)
 
 
-def decode_config(args: argparse.Namespace, model) -> DecodeConfig:
+def decode_config(model, gen_len: int | None, block_len: int | None, **settings) -> DecodeConfig:
+    """A DecodeConfig whose gen and block length default (when None) to the model's own decode
+    defaults (its config.json), else LLaDA's 128 and 32; `settings` are the other fields."""
     d = getattr(model, "decode_defaults", {})
     return DecodeConfig(
-        gen_len=d.get("gen_len", 128) if args.gen_len is None else args.gen_len,
-        block_len=d.get("block_len", 32) if args.block is None else args.block,
-        steps=args.steps,
-        threshold=args.threshold,
-        temperature=args.temperature,
-        seed=args.seed,
+        gen_len=d.get("gen_len", 128) if gen_len is None else gen_len,
+        block_len=d.get("block_len", 32) if block_len is None else block_len,
+        **settings,
     )
 
 
@@ -66,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         policy = make_policy(args.policy, **policy_params(args))
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
-        config = decode_config(args, model)
+        config = decode_config(model, args.gen_len, args.block, steps=args.steps, threshold=args.threshold,
+                               temperature=args.temperature, seed=args.seed)
         prompt = chat_prompt_ids(tokenizer, args.prompt)
         last = generate(model, prompt, policy, config)
     except ValueError as e:
