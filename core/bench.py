@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from core.decoder import DecodeConfig, decode, generate
 from core.diagnostics import drift_vs_entropy, pearson, spearman, volatility_curve
-from core.generate import decode_config, torch_dtype
+from core.generate import check_before_load, decode_config, torch_dtype
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         contenders = contenders_from(
             args.policies.split(","), _floats(args.tau), args.k, args.prompt_every, args.response_every
         )
+        check_before_load(args.gen_len, args.block, steps=args.steps, threshold=args.threshold)
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
         config = decode_config(model, args.gen_len, args.block, steps=args.steps, threshold=args.threshold)
         config.validate()

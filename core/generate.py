@@ -50,6 +50,19 @@ def decode_config(model, gen_len: int | None, block_len: int | None, **settings)
     )
 
 
+def check_before_load(gen_len: int | None, block_len: int | None, **settings) -> None:
+    """Reject decode flags that are wrong whatever the model, before loading it (an 8B load takes
+    minutes). What depends on the model's default lengths is checked once it is loaded."""
+    if block_len is not None and block_len < 1:
+        raise ValueError(f"block_len must be a positive integer, got {block_len}")
+    if gen_len is not None and block_len is not None:
+        DecodeConfig(gen_len=gen_len, block_len=block_len, **settings).validate()
+    elif gen_len is not None:
+        DecodeConfig(gen_len=gen_len, block_len=max(gen_len, 1), threshold=settings.get("threshold")).validate()
+    settings.pop("steps", None)  # its range depends on the lengths
+    DecodeConfig(**settings).validate()
+
+
 def torch_dtype(name: str | None):
     import torch
 
@@ -64,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         policy = make_policy(args.policy, **policy_params(args))
+        settings = dict(steps=args.steps, threshold=args.threshold, temperature=args.temperature, seed=args.seed)
+        check_before_load(args.gen_len, args.block, **settings)
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
-        config = decode_config(model, args.gen_len, args.block, steps=args.steps, threshold=args.threshold,
-                               temperature=args.temperature, seed=args.seed)
+        config = decode_config(model, args.gen_len, args.block, **settings)
         prompt = chat_prompt_ids(tokenizer, args.prompt)
         last = generate(model, prompt, policy, config)
     except ValueError as e:

@@ -119,6 +119,21 @@ def test_cli_bad_input(saved, args, message):
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--gen-len", "20", "--block", "8"], "not a multiple of block_len"),
+        (["--block", "0"], "block_len must be a positive integer, got 0"),
+        (["--gen-len", "9000"], "gen_len must be an integer in [1, 8192]"),
+        (["--threshold", "2"], "threshold must be a number in (0, 1]"),
+    ],
+)
+def test_cli_checks_decode_flags_before_loading(tmp_path, args, message):
+    """A wrong flag is reported at once, not after a (possibly minutes-long) model load."""
+    res = bench_cli("--model", str(tmp_path / "no-such-model"), *args)
+    assert res.returncode == 2 and message in res.stderr and "no-such-model" not in res.stderr
+
+
 def test_forward_costs_cover_each_row_count(saved):
     from core.bench import forward_costs
 

@@ -65,6 +65,11 @@ def test_cli_bad_input(model_dir, args, message):
     assert "Traceback" not in out.stderr
 
 
+def test_cli_checks_decode_flags_before_loading(tmp_path):
+    out = cli("--model", str(tmp_path / "no-such-model"), "--prompt", "mia", "--gen-len", "20", "--block", "8")
+    assert out.returncode == 2 and "gen_len 20 is not a multiple of block_len 8" in out.stderr
+
+
 def test_cli_unknown_policy_is_rejected(model_dir):
     out = cli("--model", str(model_dir), "--prompt", "mia", "--policy", "magic")
     assert out.returncode == 2 and "invalid choice: 'magic'" in out.stderr
