@@ -24,15 +24,7 @@ def context(step, block, block_step, masked_positions, decoded):
 
 
 # Block 1 (positions 8..11) in progress: 8 decoded at step 5, 10 at step 6; 9, 11 and block 2 masked.
-MID_DECODED = {4: 0, 5: 1, 6: 2, 7: 3, 8: 5, 10: 6}
-MID = context(7, 1, 2, [9, 11, 12, 13, 14, 15], MID_DECODED)
-
-
-def replay(policy, decoded, entropy=0.1):
-    """Tell the policy about each step of a hand-made history, in order, as the decoder does."""
-    for step in sorted(set(decoded.values())):
-        positions = sorted(pos for pos, s in decoded.items() if s == step)
-        policy.observe(MID, Outcome(torch.tensor(positions), torch.full((len(positions),), entropy)))
+MID = context(7, 1, 2, [9, 11, 12, 13, 14, 15], {4: 0, 5: 1, 6: 2, 7: 3, 8: 5, 10: 6})
 
 
 def rows(plan: Plan):
@@ -41,13 +33,13 @@ def rows(plan: Plan):
 
 def test_entropy_partial_rows_are_block_masks_plus_k_recent():
     policy = make_policy("entropy", tau=0.5, k=2)
-    replay(policy, MID_DECODED)
+    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
     assert rows(policy.plan(MID)) == [8, 9, 10, 11]  # masked 9, 11 + recent 10 (step 6), 8 (step 5)
     policy = make_policy("entropy", tau=0.5, k=3)
-    replay(policy, MID_DECODED)
+    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
     assert rows(policy.plan(MID)) == [7, 8, 9, 10, 11]  # k=3 adds 7 (step 3)
     policy = make_policy("entropy", tau=0.5, k=0)
-    replay(policy, MID_DECODED)
+    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
     assert rows(policy.plan(MID)) == [9, 10, 11]  # k=0: still the token of the last step (10), once
 
 
@@ -65,7 +57,7 @@ def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
 def test_entropy_recomputes_every_token_of_a_parallel_step_once():
     """A parallel step can unmask more than k tokens: each is recomputed at the next partial step."""
     policy = make_policy("entropy", tau=0.5, k=1)
-    replay(policy, {4: 0, 7: 1, 8: 5, 5: 6, 6: 6, 10: 6})  # step 6 unmasks 5, 6 and 10 at once
+    policy.observe(MID, Outcome(torch.tensor([5, 6, 10]), torch.tensor([0.1, 0.1, 0.1])))
     assert rows(policy.plan(MID)) == [5, 6, 9, 10, 11]  # masked 9, 11; last step 5, 6, 10; k=1 recent: 10
 
 

@@ -38,9 +38,7 @@ class EntropyCache(CachePolicy):
     def reset(self) -> None:
         self.full_next = True
         self.last_entropy: float | None = None
-        # The rows kept fresh besides the block's masked ones: the last step's unmasked positions
-        # and the k most recently decoded. Kept as a tensor so that plan() is one cat + sort.
-        self.recent = torch.empty(0, dtype=torch.long)
+        self.last_unmasked: list[int] = []
 
     def params(self) -> dict:
         return {"tau": self.tau, "k": self.k}
@@ -52,15 +50,14 @@ class EntropyCache(CachePolicy):
             return Plan(None, "full: nothing decoded yet")
         if self.full_next:
             return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
-        # Decoded rows are never masked, so the two parts are disjoint: no unique() needed.
-        rows = torch.cat([ctx.block_masked, self.recent.to(ctx.block_masked.device)]).sort().values
+        # A few dozen positions: Python sets are cheaper here than tensor cat + unique.
+        recent = ctx.decode_order[-self.k :] if self.k else []
+        rows = sorted(set(ctx.block_masked.tolist()).union(self.last_unmasked, recent))
+        rows = torch.tensor(rows, dtype=torch.long, device=ctx.block_masked.device)
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
         e = max(outcome.entropies.tolist(), default=0.0)  # a few numbers: cheaper in Python than a max kernel
         self.last_entropy = e
-        # The last max(k, n) decoded positions: the k most recent, or all n unmasked in this step.
-        unmasked = outcome.unmasked
-        keep = max(self.k, unmasked.numel())
-        self.recent = torch.cat([self.recent.to(unmasked.device), unmasked])[-keep:] if keep else unmasked
+        self.last_unmasked = outcome.unmasked.tolist()
         self.full_next = e > self.tau
