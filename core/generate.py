@@ -53,14 +53,14 @@ def decode_config(model, gen_len: int | None, block_len: int | None, **settings)
 def check_before_load(gen_len: int | None, block_len: int | None, **settings) -> None:
     """Reject decode flags that are wrong whatever the model, before loading it (an 8B load takes
     minutes). What depends on the model's default lengths is checked once it is loaded."""
+    if gen_len is not None and block_len is not None:  # nothing left to the model: check it all
+        DecodeConfig(gen_len=gen_len, block_len=block_len, **settings).validate()
+        return
     if block_len is not None and block_len < 1:
         raise ValueError(f"block_len must be a positive integer, got {block_len}")
-    if gen_len is not None and block_len is not None:
-        DecodeConfig(gen_len=gen_len, block_len=block_len, **settings).validate()
-    elif gen_len is not None:
-        DecodeConfig(gen_len=gen_len, block_len=max(gen_len, 1), threshold=settings.get("threshold")).validate()
-    settings.pop("steps", None)  # its range depends on the lengths
-    DecodeConfig(**settings).validate()
+    lengths = {} if gen_len is None else {"gen_len": gen_len, "block_len": max(gen_len, 1)}
+    others = {k: v for k, v in settings.items() if k != "steps"}  # the steps' range needs both lengths
+    DecodeConfig(**lengths, **others).validate()
 
 
 def torch_dtype(name: str | None):
