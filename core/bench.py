@@ -252,6 +252,14 @@ def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30) 
     return out
 
 
+def weight_bytes(model) -> int:
+    """Bytes of weights every forward reads, however few rows it computes: all parameters but the
+    input embedding table, of which a pass reads only its rows' entries (unless tied to the head).
+    Divided by the time of a pass over a few rows, it is the memory bandwidth such a pass needs."""
+    tied = model.lm_head.weight is model.embed.weight
+    return sum(p.numel() * p.element_size() for n, p in model.named_parameters() if tied or n != "embed.weight")
+
+
 def _sync_device(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -294,9 +302,13 @@ def main(argv: list[str] | None = None) -> int:
         config.validate()
         if args.forward_rows:
             costs = forward_costs(model, args.length, [int(v) for v in args.forward_rows.split(",")])
-            full = max(costs.values())
+            full, mb = max(costs.values()), weight_bytes(model) / 1e6
+            print(f"weights read by every pass: {mb:.1f} MB")
             for n, s in costs.items():
-                print(f"{n:5d} rows of {args.length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest)")
+                print(
+                    f"{n:5d} rows of {args.length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest; "
+                    f"weights alone would need {mb / 1e3 / s:5.1f} GB/s)"
+                )
             return 0
         if args.drift:
             if len(contenders) != 1:

@@ -111,10 +111,12 @@ class DiffusionTransformer(nn.Module):
         dtype = self.layers[0].attn.wqkv.weight.dtype
         return KVCache.empty(cfg.n_layers, batch, cfg.n_kv_heads, length, cfg.head_dim, dtype, devices)
 
-    def _rope_at(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        need = int(positions.max()) + 1
-        if self._rope is None or self._rope[0].shape[0] < need or self._rope[0].device != positions.device:
-            length = max(need, min(self.config.max_seq_len, 4096))
+    def _rope_at(self, positions: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin at `positions`, all below the cache's `length`: sizing the table by that length,
+        not by positions.max(), keeps the forward free of a device sync and of data-dependent
+        Python (which torch.compile would have to break the graph for)."""
+        if self._rope is None or self._rope[0].shape[0] < length or self._rope[0].device != positions.device:
+            length = max(length, min(self.config.max_seq_len, 4096))
             self._rope = rope_tables(self.config.head_dim, length, self.config.rope_theta, positions.device)
         cos, sin = self._rope
         return cos[positions], sin[positions]
@@ -144,7 +146,7 @@ class DiffusionTransformer(nn.Module):
             if ids.shape[1] != rows.numel():
                 raise ValueError(f"{ids.shape[1]} ids for {rows.numel()} rows")
             positions = rows
-        cos, sin = self._rope_at(positions)
+        cos, sin = self._rope_at(positions, length)
         cos, sin = cos[:, None], sin[:, None]  # [rows, 1, head_dim]: broadcast over heads
         mask = None if key_mask is None else key_mask[:, None, None, :]
         x = self.embed(ids)

@@ -142,6 +142,18 @@ def test_forward_costs_cover_each_row_count(saved):
     assert list(costs) == [24, 6, 1] and all(s > 0 for s in costs.values())
 
 
+def test_weight_bytes_count_what_every_pass_reads(saved):
+    from core.bench import weight_bytes
+
+    model, _ = load_model(saved)
+    everything = sum(p.numel() * p.element_size() for p in model.parameters())
+    table = model.embed.weight.numel() * model.embed.weight.element_size()
+    assert model.lm_head.weight is not model.embed.weight
+    assert weight_bytes(model) == everything - table
+    model.lm_head.weight = model.embed.weight  # tied: the head reads the whole table every pass
+    assert weight_bytes(model) == sum(p.numel() * p.element_size() for p in model.parameters())
+
+
 def test_drift_report_pools_problems(saved):
     from core.bench import drift_report
 
