@@ -116,8 +116,8 @@ class DiffusionTransformer(nn.Module):
         not by positions.max(), keeps the forward free of a device sync and of data-dependent
         Python (which torch.compile would have to break the graph for)."""
         if self._rope is None or self._rope[0].shape[0] < length or self._rope[0].device != positions.device:
-            length = max(length, min(self.config.max_seq_len, 4096))
-            self._rope = rope_tables(self.config.head_dim, length, self.config.rope_theta, positions.device)
+            size = max(length, min(self.config.max_seq_len, 4096))
+            self._rope = rope_tables(self.config.head_dim, size, self.config.rope_theta, positions.device)
         cos, sin = self._rope
         return cos[positions], sin[positions]
 
