@@ -265,6 +265,19 @@ def _sync_device(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _row_counts(text: str, length: int) -> list[int]:
+    """--forward-rows as positive integers (a count >= length times a full forward)."""
+    if length < 1:
+        raise ValueError(f"--length must be a positive integer, got {length}")
+    try:
+        counts = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--forward-rows must be a comma list of integers, got {text!r}") from None
+    if min(counts) < 1:
+        raise ValueError(f"--forward-rows counts must be at least 1, got {min(counts)}")
+    return counts
+
+
 def _floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",") if v.strip()]
 
@@ -297,11 +310,12 @@ def main(argv: list[str] | None = None) -> int:
             args.policies.split(","), _floats(args.tau), args.k, args.prompt_every, args.response_every
         )
         check_before_load(args.gen_len, args.block, steps=args.steps, threshold=args.threshold)
+        row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
         model, tokenizer = load_model(args.model, device=args.device, dtype=torch_dtype(args.dtype))
         config = decode_config(model, args.gen_len, args.block, steps=args.steps, threshold=args.threshold)
         config.validate()
         if args.forward_rows:
-            costs = forward_costs(model, args.length, [int(v) for v in args.forward_rows.split(",")])
+            costs = forward_costs(model, args.length, row_counts)
             full, mb = max(costs.values()), weight_bytes(model) / 1e6
             print(f"weights read by every pass: {mb:.1f} MB")
             for n, s in costs.items():
