@@ -77,6 +77,25 @@ def make_problem(rng: random.Random, min_ops: int = 2, max_ops: int = 5) -> Prob
     return Problem(" . ".join(sentences[:-1]) + " . " + sentences[-1], " . ".join(lines) + " .", value)
 
 
+def make_drill(rng: random.Random, n_facts: int = 10) -> tuple[str, str]:
+    """A training-only arithmetic drill: (prompt of operands, response of worked facts).
+
+        prompt: "48 + 9 . 12 * 3 . 30 / 2 ."     response: "48 + 9 = 57 . 12 * 3 = 36 . 30 / 2 = 15 ."
+
+    The word problems' errors are arithmetic slips on facts a batch rarely shows (large values).
+    A drill holds ~10 facts in the tokens a problem spends on ~3.5, drawn uniformly over the values
+    0..MAX_VALUE, with the same line format as a worked answer, so facts are seen more often per
+    step without changing the problems' own distribution.
+    """
+    lines: list[str] = []
+    while len(lines) < n_facts:
+        op = _operation(rng, "x", "y", "z", rng.randint(0, MAX_VALUE))
+        if op:
+            lines.append(op[1])
+    prompt = " . ".join(line.split(" = ")[0] for line in lines) + " ."
+    return prompt, " . ".join(lines) + " ."
+
+
 def make_split(split: str, n: int) -> list[Problem]:
     """Deterministic problems: 'train' and 'test' use different seeds; test prompts never train."""
     seed = {"train": 1, "test": 2}[split]

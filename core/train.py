@@ -1,12 +1,16 @@
 """Train the embedded default model: a small masked diffusion LM on the word-problem task.
 
-    python -m core.train --out assets/wordproblems-diffusion --minutes 55
+    python -m core.train --out assets/wordproblems-diffusion --steps 6000 --minutes 57 --save-every 500
 
 LLaDA's SFT recipe: the prompt is never masked; each response token (the worked answer followed by
 end-of-text padding up to gen_len) is masked with probability t ~ U(eps, 1), and the loss is the
-cross-entropy on masked tokens weighted by 1/t. Seeded and resumable: each batch is drawn from a
-generator seeded by (seed, step), and --resume continues from the state saved every --save-every
-steps under --state.
+cross-entropy on masked tokens weighted by 1/t. Three additions, each there because it measurably
+helped within the hour (docs/EMBEDDED_MODEL.md): t stratified over the batch and results hidden
+together with their copies (the model must compute a result, not copy it); number embeddings
+initialised with value features (12 starts near 13); and a quarter of the rows are arithmetic
+drills (core.task.make_drill), which show each fact far more often per step than word problems.
+Seeded and resumable: each batch is drawn from a generator seeded by (seed, step), and --resume
+continues from the state saved every --save-every steps under --state.
 """
 
 from __future__ import annotations
@@ -27,41 +31,118 @@ from core.checkpoint import save_own_model
 from core.config import ModelConfig
 from core.loading import chat_prompt_ids
 from core.model import DiffusionTransformer
-from core.task import ITEMS, NAMES, NUMBERS, WORDS, make_problem, make_split
+from core.task import ITEMS, NAMES, NUMBERS, WORDS, make_drill, make_problem, make_split
 from core.word_tokenizer import build_tokenizer
 
 GEN_LEN = 64  # response length the model is trained (and decoded) with
 EPS = 1e-3
 
 
-def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str]):
-    """Left-padded prompts + responses padded with end-of-text to GEN_LEN."""
+def result_groups(words: list[str], copies: bool = True) -> list[int]:
+    """For each response word, the number of the arithmetic result it holds (1, 2, ...) or 0.
+
+    A line's result `r` in "a op n = r ." is copied twice: as the next line's first operand and
+    in "the answer is r". The three share a group so they can be hidden together: hidden alone,
+    `r` could be copied from a visible copy, and the model would learn copying, not arithmetic.
+    """
+    groups = [0] * len(words)
+    for g, i in enumerate((i for i in range(1, len(words)) if words[i - 1] == "="), start=1):
+        groups[i] = g
+        if not copies:  # a drill: facts are independent, the next operand is not a copy
+            continue
+        nxt = i + 2  # after "r ."
+        if nxt < len(words) and words[nxt].isdigit():
+            groups[nxt] = g
+        elif words[nxt : nxt + 3] == ["the", "answer", "is"]:
+            groups[nxt + 3] = g
+    return groups
+
+
+def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str], drill_share: float = 0.0):
+    """Left-padded prompts + responses padded with end-of-text to GEN_LEN, and the responses'
+    result groups (see result_groups). Each row is an arithmetic drill (core.task.make_drill)
+    with probability drill_share, else a word problem."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     pairs = []
     while len(pairs) < batch:
-        prob = make_problem(rng)
-        if prob.prompt in held_out:
-            continue
-        answer = tokenizer(prob.answer_text, add_special_tokens=False)["input_ids"]
-        pairs.append((chat_prompt_ids(tokenizer, prob.prompt), (answer + [eos] * GEN_LEN)[:GEN_LEN]))
-    width = max(len(p) for p, _ in pairs)
+        if rng.random() < drill_share:
+            prompt, answer_text = make_drill(rng)
+            groups = result_groups(answer_text.split(), copies=False)
+        else:
+            prob = make_problem(rng)
+            if prob.prompt in held_out:
+                continue
+            prompt, answer_text = prob.prompt, prob.answer_text
+            groups = result_groups(answer_text.split())
+        answer = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
+        assert len(groups) == len(answer), "the word tokenizer gives one token per word"
+        pad_to = GEN_LEN - len(answer)
+        pairs.append((chat_prompt_ids(tokenizer, prompt), answer + [eos] * pad_to, groups + [0] * pad_to))
+    width = max(len(p) for p, _, _ in pairs)
     ids = torch.full((batch, width + GEN_LEN), pad, dtype=torch.long)
-    for i, (p, a) in enumerate(pairs):
+    groups = torch.zeros(batch, GEN_LEN, dtype=torch.long)
+    for i, (p, a, g) in enumerate(pairs):
         ids[i, width - len(p) : width] = torch.tensor(p)
         ids[i, width:] = torch.tensor(a)
-    return ids, ids != pad, width
+        groups[i] = torch.tensor(g)
+    return ids, ids != pad, width, groups
 
 
-def diffusion_loss(model, ids, key_mask, response_start: int, mask_id: int, gen: torch.Generator):
-    b = ids.shape[0]
-    t = (1 - EPS) * torch.rand(b, 1, generator=gen) + EPS
+def response_mask(b: int, n: int, gen: torch.Generator, groups: torch.Tensor | None = None):
+    """Which response tokens to hide: (by_t, by_group, t).
+
+    by_t is LLaDA's mask, each token hidden with probability t, and t is stratified (one draw in
+    each 1/b of [0, 1]) so that every batch spans light and heavy masking. by_group adds, in half
+    the rows, whole result groups hidden with probability 1/2: the state the decoder is in when it
+    reaches a line's result with the rest of the chain still masked.
+    """
+    t = (1 - EPS) * (torch.arange(b).unsqueeze(1) + torch.rand(b, 1, generator=gen)) / b + EPS
+    by_t = torch.rand(b, n, generator=gen) < t
+    by_group = torch.zeros_like(by_t)
+    if groups is not None:
+        hide = torch.rand(b, int(groups.max()) + 1, generator=gen) < 0.5
+        hide[:, 0] = False  # group 0: not a result
+        rows = torch.rand(b, 1, generator=gen) < 0.5
+        by_group = torch.gather(hide, 1, groups) & rows
+    return by_t, by_group, t
+
+
+def diffusion_loss(model, ids, key_mask, response_start: int, mask_id: int, gen: torch.Generator, groups=None):
+    """Cross-entropy on hidden response tokens: weight 1/t for the t-mask (LLaDA's ELBO weight),
+    1 for tokens hidden only by their result group."""
+    b, n = ids.shape[0], ids.shape[1] - response_start
+    by_t, by_group, t = response_mask(b, n, gen, groups)
+    hidden = by_t | by_group
     masked = torch.zeros_like(ids, dtype=torch.bool)
-    masked[:, response_start:] = torch.rand(b, ids.shape[1] - response_start, generator=gen) < t
-    noisy = torch.where(masked, mask_id, ids)
-    logits = model.full_logits(noisy, key_mask)
+    masked[:, response_start:] = hidden
+    logits = model.full_logits(torch.where(masked, mask_id, ids), key_mask)
     ce = F.cross_entropy(logits[masked], ids[masked], reduction="none")
-    weights = (1 / t).expand_as(masked)[masked]
-    return (ce * weights).sum() / (b * (ids.shape[1] - response_start))
+    weights = torch.where(by_t, 1 / t, 1.0)[hidden]  # row-major, same order as logits[masked]
+    return (ce * weights).sum() / (b * n)
+
+
+def value_features(values: torch.Tensor, dim: int) -> torch.Tensor:
+    """Unit-norm sin/cos features of integer values, periods spread geometrically from 3 to 300:
+    the long periods place numbers on a line (12 is near 13), the short ones keep every number
+    distinct. Adding n to a value is then a rotation of these features, which the network can
+    learn once for all numbers instead of memorising every sum as an unrelated token pair."""
+    periods = torch.logspace(math.log10(3), math.log10(300), dim // 2)
+    angles = 2 * math.pi * values.float()[:, None] / periods
+    return torch.cat([angles.cos(), angles.sin()], dim=1) / math.sqrt(dim // 2)
+
+
+@torch.no_grad()
+def init_number_rows(model: DiffusionTransformer, number_ids: list[int], mix: float = 0.5) -> None:
+    """Start the number tokens' input and output embeddings as a blend of their random init and
+    value_features (same norms as the random rows). Initialisation only: the architecture and
+    the checkpoint layout are unchanged, and every weight still trains."""
+    ids = torch.tensor(number_ids)
+    features = value_features(torch.arange(len(number_ids)), model.config.dim)
+    for weight in (model.embed.weight, model.lm_head.weight):
+        rows = weight[ids]
+        norm = rows.norm(dim=1, keepdim=True)
+        blended = math.sqrt(1 - mix) * rows / norm + math.sqrt(mix) * features
+        weight[ids] = blended / blended.norm(dim=1, keepdim=True) * norm
 
 
 def lr_at(step: int, progress: float, peak: float, warmup: int) -> float:
@@ -105,17 +186,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="assets/wordproblems-diffusion")
     ap.add_argument("--state", default="runs/train-state", help="where resumable training state is kept")
     ap.add_argument("--resume", action="store_true")
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--minutes", type=float, default=60.0, help="stop (and save) after this much wall time")
     ap.add_argument("--until", type=int, default=None, help="pause (and save) after this step; resume later")
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--heads", type=int, default=6)
-    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ffn", type=int, default=768)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--number-init", type=float, default=0.5, help="value-feature share of number embeddings at init")
+    ap.add_argument("--drills", type=float, default=0.25, help="share of batch rows that are arithmetic drills")
     ap.add_argument("--save-every", type=int, default=200)
     args = ap.parse_args(argv)
 
@@ -135,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         max_seq_len=512,
     )
     model = DiffusionTransformer(cfg)
+    if args.number_init > 0:
+        init_number_rows(model, tokenizer.convert_tokens_to_ids(NUMBERS), args.number_init)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state_dir = Path(args.state)
     start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
@@ -158,11 +243,11 @@ def main(argv: list[str] | None = None) -> None:
             break
         rng = random.Random(args.seed * 1_000_003 + step)
         gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        ids, key_mask, width = make_batch(tokenizer, rng, args.batch, held_out)
+        ids, key_mask, width, groups = make_batch(tokenizer, rng, args.batch, held_out, args.drills)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, progress, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = diffusion_loss(model, ids, key_mask, width, cfg.mask_token_id, gen)
+            loss = diffusion_loss(model, ids, key_mask, width, cfg.mask_token_id, gen, groups)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -5,6 +5,7 @@ from safetensors.torch import load_file
 
 from core.loading import load_model
 from core.task import extract_answer, make_split
+from core.train import EPS, make_batch, response_mask, result_groups
 from core.train import main as train
 
 TINY = [
@@ -51,3 +52,88 @@ def test_task_answers_are_exact():
     assert extract_answer("mia starts with 3 apples . the answer is") is None
     assert make_split("test", 5) == problems[:5]  # deterministic
     assert not {p.prompt for p in make_split("train", 300)} & {p.prompt for p in problems}
+
+
+def test_result_groups_tie_each_result_to_its_copies():
+    words = "sam starts with 13 cookies . 13 + 10 = 23 . 23 * 2 = 46 . the answer is 46 .".split()
+    groups = result_groups(words)
+    assert [(w, g) for w, g in zip(words, groups) if g] == [("23", 1), ("23", 1), ("46", 2), ("46", 2)]
+    assert groups.index(1) == 10 and groups.index(2) == 16  # the results after "=", then the copies
+
+
+def test_response_mask_hides_whole_groups_and_stratifies_t():
+    import random
+
+    from core.task import ITEMS, NAMES, NUMBERS, WORDS
+    from core.word_tokenizer import build_tokenizer
+
+    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
+    ids, _, width, groups = make_batch(tok, random.Random(0), 64, set())
+    by_t, by_group, t = response_mask(64, ids.shape[1] - width, torch.Generator().manual_seed(0), groups)
+    stratum = ((t.flatten() - EPS) / (1 - EPS) * 64).long()
+    assert sorted(stratum.tolist()) == list(range(64))  # one t in each 64th of (EPS, 1)
+    assert not by_group[groups == 0].any()
+    for row in range(64):
+        for g in range(1, int(groups[row].max()) + 1):
+            hidden = by_group[row, groups[row] == g]
+            assert hidden.all() or not hidden.any()  # a result is never hidden without its copies
+    rows_with_groups = by_group.any(1).sum().item()
+    assert 8 < rows_with_groups < 40  # about half the rows, then about half their groups
+
+
+def test_number_init_puts_numbers_on_a_line_and_keeps_norms():
+    from conftest import tiny_model
+
+    from core.train import init_number_rows
+
+    model = tiny_model(vocab_size=80, dim=64)
+    before = model.embed.weight.detach().clone(), model.lm_head.weight.detach().clone()
+    numbers = list(range(10, 71))  # token ids of the values 0..60
+    init_number_rows(model, numbers, mix=0.5)
+    for weight, old in zip((model.embed.weight, model.lm_head.weight), before):
+        assert torch.allclose(weight.norm(dim=1), old.norm(dim=1), atol=1e-5)  # same scale as the random init
+        assert torch.equal(weight[:10], old[:10]) and torch.equal(weight[71:], old[71:])  # other tokens untouched
+        unit = torch.nn.functional.normalize(weight[numbers], dim=1)
+        near = (unit[20] @ unit[21]).item()
+        far = (unit[20] @ unit[55]).item()
+        assert near > far + 0.2, (near, far)  # 20 is closer to 21 than to 55
+
+
+def test_drills_are_exact_facts_in_the_answer_format():
+    import random
+
+    from core.task import MAX_VALUE, make_drill
+
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(200):
+        prompt, answer = make_drill(rng)
+        facts = answer.rstrip(" .").split(" . ")
+        assert len(facts) == 10 and len(answer.split()) <= 64  # fits the response canvas
+        assert prompt == " . ".join(f.split(" = ")[0] for f in facts) + " ."  # operands come from the prompt
+        for fact in facts:
+            a, op, n, eq, r = fact.split()
+            assert eq == "=" and 0 <= int(r) <= MAX_VALUE
+            assert int(r) == {"+": int(a) + int(n), "-": int(a) - int(n), "*": int(a) * int(n), "/": int(a) // 2}[op]
+            if op == "/":
+                assert int(a) % 2 == 0 and n == "2"
+            seen.add(int(a))
+    assert max(seen) > 55  # large values are drilled, not only the problems' small starts
+
+
+def test_drill_rows_hide_results_without_tying_them_to_the_next_operand():
+    import random
+
+    from core.task import ITEMS, NAMES, NUMBERS, WORDS
+    from core.word_tokenizer import build_tokenizer
+
+    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
+    ids, _, width, groups = make_batch(tok, random.Random(0), 16, set(), drill_share=1.0)
+    for row in range(16):
+        words = tok.convert_ids_to_tokens(ids[row, width:].tolist())
+        results = [i for i in range(1, len(words)) if words[i - 1] == "="]
+        assert groups[row].nonzero().flatten().tolist() == results  # each result alone in its group
+        assert "answer" not in words
+    problems, _, _, _ = make_batch(tok, random.Random(0), 16, set(), drill_share=0.0)
+    texts = [tok.decode(r) for r in problems]
+    assert all("answer is" in t for t in texts)
