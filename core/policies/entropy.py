@@ -12,6 +12,7 @@ every block is full. The decision costs O(vocab) per decoded token, nothing per 
 from __future__ import annotations
 
 import math
+from array import array
 
 import torch
 
@@ -53,7 +54,9 @@ class EntropyCache(CachePolicy):
         # A few dozen positions: Python sets are cheaper here than tensor cat + unique.
         recent = ctx.decode_order[-self.k :] if self.k else []
         rows = sorted(set(ctx.block_masked.tolist()).union(self.last_unmasked, recent))
-        rows = torch.tensor(rows, dtype=torch.long, device=ctx.block_masked.device)
+        # Never empty (the block still has masked rows). Viewing an int64 array costs ~20 us between
+        # forward passes, torch.tensor(list) ~36 us (it inspects every item): a third of the plan.
+        rows = torch.frombuffer(array("q", rows), dtype=torch.long).to(ctx.block_masked.device)
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
