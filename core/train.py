@@ -75,7 +75,7 @@ def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str], dr
             prompt, answer_text = prob.prompt, prob.answer_text
             groups = result_groups(answer_text.split())
         answer = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
-        assert len(groups) == len(answer), "the word tokenizer gives one token per word"
+        assert len(groups) == len(answer) <= GEN_LEN, "one token per word, and the answer fits the canvas"
         pad_to = GEN_LEN - len(answer)
         pairs.append((chat_prompt_ids(tokenizer, prompt), answer + [eos] * pad_to, groups + [0] * pad_to))
     width = max(len(p) for p, _, _ in pairs)
@@ -88,7 +88,7 @@ def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str], dr
     return ids, ids != pad, width, groups
 
 
-def response_mask(b: int, n: int, gen: torch.Generator, groups: torch.Tensor | None = None):
+def response_mask(b: int, n: int, gen: torch.Generator, groups: torch.Tensor):
     """Which response tokens to hide: (by_t, by_group, t).
 
     by_t is LLaDA's mask, each token hidden with probability t, and t is stratified (one draw in
@@ -98,16 +98,13 @@ def response_mask(b: int, n: int, gen: torch.Generator, groups: torch.Tensor | N
     """
     t = (1 - EPS) * (torch.arange(b).unsqueeze(1) + torch.rand(b, 1, generator=gen)) / b + EPS
     by_t = torch.rand(b, n, generator=gen) < t
-    by_group = torch.zeros_like(by_t)
-    if groups is not None:
-        hide = torch.rand(b, int(groups.max()) + 1, generator=gen) < 0.5
-        hide[:, 0] = False  # group 0: not a result
-        rows = torch.rand(b, 1, generator=gen) < 0.5
-        by_group = torch.gather(hide, 1, groups) & rows
-    return by_t, by_group, t
+    hide = torch.rand(b, int(groups.max()) + 1, generator=gen) < 0.5
+    hide[:, 0] = False  # group 0: not a result
+    rows = torch.rand(b, 1, generator=gen) < 0.5
+    return by_t, torch.gather(hide, 1, groups) & rows, t
 
 
-def diffusion_loss(model, ids, key_mask, response_start: int, mask_id: int, gen: torch.Generator, groups=None):
+def diffusion_loss(model, ids, key_mask, response_start: int, mask_id: int, gen: torch.Generator, groups: torch.Tensor):
     """Cross-entropy on hidden response tokens: weight 1/t for the t-mask (LLaDA's ELBO weight),
     1 for tokens hidden only by their result group."""
     b, n = ids.shape[0], ids.shape[1] - response_start
@@ -201,6 +198,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--drills", type=float, default=0.25, help="share of batch rows that are arithmetic drills")
     ap.add_argument("--save-every", type=int, default=200)
     args = ap.parse_args(argv)
+    for flag, share in (("--number-init", args.number_init), ("--drills", args.drills)):
+        if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every row a drill
+            ap.error(f"{flag} must be a share in [0, 1], got {share:g}")
 
     torch.manual_seed(args.seed)
     # Adam's second moments of rarely used embedding rows decay into denormal floats, which made

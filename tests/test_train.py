@@ -137,3 +137,14 @@ def test_drill_rows_hide_results_without_tying_them_to_the_next_operand():
     problems, _, _, _ = make_batch(tok, random.Random(0), 16, set(), drill_share=0.0)
     texts = [tok.decode(r) for r in problems]
     assert all("answer is" in t for t in texts)
+
+
+def test_shares_outside_zero_to_one_are_refused_before_training(tmp_path, capsys):
+    import pytest
+
+    for flag, value in (("--drills", "1.5"), ("--number-init", "-0.1")):
+        with pytest.raises(SystemExit) as exit_info:
+            train(["--out", str(tmp_path / "m"), "--state", str(tmp_path / "s"), *TINY, flag, value])
+        assert exit_info.value.code == 2
+        assert f"{flag} must be a share in [0, 1], got {float(value):g}" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()  # nothing trained or saved
