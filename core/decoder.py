@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -18,7 +19,7 @@ import torch
 from core.diagnostics import kv_drift, row_change
 from core.events import StepEvent, Totals
 from core.model import DiffusionTransformer
-from core.policies.base import CachePolicy, Outcome, StepContext
+from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.sampling import choose, entropy, transfer_schedule
 
 
@@ -119,10 +120,8 @@ def decode(
         end = start + config.block_len
         schedule = transfer_schedule(config.block_len, config.steps_per_block)
         block_step = 0
-        while bool((x[start:end] == mask_id).any()):
-            masked = x == mask_id
-            block_masked = masked[start:end].nonzero().flatten() + start
-            ctx = StepContext(step, block, block_step, start, end, p, length, masked, block_masked, decode_order)
+        while block_masked := [start + i for i, t in enumerate(x[start:end].tolist()) if t == mask_id]:
+            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, decode_order)
             n_transfer = None if config.threshold is not None else schedule[block_step]
             measured = probe_state.measure(x, cache, step) if probe_state else {}
             event = replace(_step(model, x, cache, ctx, policy, n_transfer, config, generator), **measured)
@@ -150,50 +149,66 @@ def decode(
 @torch.no_grad()
 def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, config: DecodeConfig, generator):
     device = x.device
-    shift = model.config.logit_shift
     _sync(device)
     t0 = time.perf_counter()
     plan = policy.plan(ctx)
-    _sync(device)
     t_plan = time.perf_counter() - t0
 
-    targets = ctx.block_masked
-    logit_rows = (targets - shift).clamp_min(0)  # Dream reads position i's logits at row i-1
-    rows = None if plan.rows is None else torch.cat([plan.rows.to(device), logit_rows]).unique()
-    ids = x[None] if rows is None else x[rows][None]
-    needed = logit_rows.unique()
-    logits = model(ids, cache, rows, needed)[0]
+    shift = model.config.logit_shift
+    logit_rows = [max(pos - shift, 0) for pos in ctx.block_masked]  # Dream reads position i's logits at row i-1
+    needed = sorted(set(logit_rows))
+    rows = None if plan.rows is None else _rows_to_compute(plan, needed, ctx.length)
+    row_index = None if rows is None else _index(rows, device)
+    ids = x[None] if rows is None else x[row_index][None]
+    logits = model(ids, cache, row_index, _index(needed, device))[0]
     if shift:  # back from unique rows to one logit row per target
-        logits = logits[torch.searchsorted(needed, logit_rows)]
+        where = {row: i for i, row in enumerate(needed)}
+        logits = logits[_index([where[row] for row in logit_rows], device)]
 
     picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
-    positions = targets[picked]
-    x[positions] = tokens
+    unmasked = [ctx.block_masked[i] for i in picked.tolist()]
+    x[_index(unmasked, device)] = tokens
 
     _sync(device)  # on GPU the forward runs asynchronously: bill its wait to the model, not the decision
     t1 = time.perf_counter()
-    entropies = entropy(probs)
-    policy.observe(ctx, Outcome(positions, entropies))
-    _sync(device)
+    entropies = entropy(probs).tolist()
+    policy.observe(ctx, Outcome(unmasked, entropies))
     t_end = time.perf_counter()
 
-    n_rows = ctx.length if rows is None else rows.numel()
+    n_rows = ctx.length if rows is None else len(rows)
     return StepEvent(
         step=ctx.step,
         block=ctx.block,
         prompt_len=ctx.prompt_len,
         tokens=[],
-        unmasked=positions.tolist(),
+        unmasked=unmasked,
         unmasked_tokens=tokens.tolist(),
-        entropies=entropies.tolist(),
-        max_entropy=float(entropies.max()) if entropies.numel() else 0.0,
+        entropies=entropies,
+        max_entropy=max(entropies, default=0.0),
         full=rows is None,
         reason=plan.reason,
-        rows=list(range(ctx.length)) if rows is None else rows.tolist(),
+        rows=list(range(ctx.length)) if rows is None else rows,
         layer_rows=[n_rows] * model.config.n_layers,
         compute_s=t_end - t0,
         decision_s=t_plan + (t_end - t1),
     )
+
+
+def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
+    """The plan's rows plus the rows whose logits are needed, sorted, each once."""
+    rows = sorted(set(plan.rows).union(needed))
+    if rows[0] < 0 or rows[-1] >= length:
+        bad = rows[0] if rows[0] < 0 else rows[-1]
+        raise ValueError(f"the policy planned row {bad}, outside the sequence's rows 0..{length - 1}")
+    return rows
+
+
+def _index(positions: list[int], device: torch.device) -> torch.Tensor:
+    """An int64 index tensor of a few positions. Viewing an int64 array costs ~20 us between forward
+    passes, torch.tensor(list) ~36 us: it inspects every item."""
+    if not positions:  # frombuffer refuses an empty buffer
+        return torch.empty(0, dtype=torch.long, device=device)
+    return torch.frombuffer(array("q", positions), dtype=torch.long).to(device)
 
 
 class _Probe:

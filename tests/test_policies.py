@@ -3,7 +3,6 @@
 import math
 
 import pytest
-import torch
 from conftest import tiny_model
 
 from core.decoder import DecodeConfig, decode
@@ -14,13 +13,10 @@ P, GEN, BLOCK = 4, 12, 4  # prompt 0..3; blocks 4..7, 8..11, 12..15
 
 def context(step, block, block_step, masked_positions, decoded):
     """decoded: {position: step it was unmasked}."""
-    length = P + GEN
-    masked = torch.zeros(length, dtype=torch.bool)
-    masked[list(masked_positions)] = True
     order = sorted(decoded, key=lambda pos: (decoded[pos], pos))
     start = P + block * BLOCK
-    block_masked = masked[start : start + BLOCK].nonzero().flatten() + start
-    return StepContext(step, block, block_step, start, start + BLOCK, P, length, masked, block_masked, order)
+    block_masked = sorted(pos for pos in masked_positions if start <= pos < start + BLOCK)
+    return StepContext(step, block, block_step, start, start + BLOCK, P, P + GEN, block_masked, order)
 
 
 # Block 1 (positions 8..11) in progress: 8 decoded at step 5, 10 at step 6; 9, 11 and block 2 masked.
@@ -28,26 +24,26 @@ MID = context(7, 1, 2, [9, 11, 12, 13, 14, 15], {4: 0, 5: 1, 6: 2, 7: 3, 8: 5, 1
 
 
 def rows(plan: Plan):
-    return None if plan.rows is None else plan.rows.tolist()
+    return None if plan.rows is None else sorted(plan.rows)
 
 
 def test_entropy_partial_rows_are_block_masks_plus_k_recent():
     policy = make_policy("entropy", tau=0.5, k=2)
-    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
+    policy.observe(MID, Outcome([10], [0.1]))
     assert rows(policy.plan(MID)) == [8, 9, 10, 11]  # masked 9, 11 + recent 10 (step 6), 8 (step 5)
     policy = make_policy("entropy", tau=0.5, k=3)
-    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
+    policy.observe(MID, Outcome([10], [0.1]))
     assert rows(policy.plan(MID)) == [7, 8, 9, 10, 11]  # k=3 adds 7 (step 3)
     policy = make_policy("entropy", tau=0.5, k=0)
-    policy.observe(MID, Outcome(torch.tensor([10]), torch.tensor([0.1])))
+    policy.observe(MID, Outcome([10], [0.1]))
     assert rows(policy.plan(MID)) == [9, 10, 11]  # k=0: still the token of the last step (10), once
 
 
 def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
     policy = make_policy("entropy", tau=0.5, k=2)
-    policy.observe(MID, Outcome(torch.tensor([10, 9]), torch.tensor([0.2, 0.7])))  # max 0.7 > tau
+    policy.observe(MID, Outcome([10, 9], [0.2, 0.7]))  # max 0.7 > tau
     assert rows(policy.plan(MID)) is None
-    policy.observe(MID, Outcome(torch.tensor([9]), torch.tensor([0.5])))  # 0.5 is not above tau
+    policy.observe(MID, Outcome([9], [0.5]))  # 0.5 is not above tau
     assert rows(policy.plan(MID)) is not None
     start = context(8, 2, 0, [12, 13, 14, 15], {})
     assert rows(policy.plan(start)) is None
@@ -57,7 +53,7 @@ def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
 def test_entropy_recomputes_every_token_of_a_parallel_step_once():
     """A parallel step can unmask more than k tokens: each is recomputed at the next partial step."""
     policy = make_policy("entropy", tau=0.5, k=1)
-    policy.observe(MID, Outcome(torch.tensor([5, 6, 10]), torch.tensor([0.1, 0.1, 0.1])))
+    policy.observe(MID, Outcome([5, 6, 10], [0.1, 0.1, 0.1]))
     assert rows(policy.plan(MID)) == [5, 6, 9, 10, 11]  # masked 9, 11; last step 5, 6, 10; k=1 recent: 10
 
 
@@ -117,7 +113,7 @@ def test_policy_can_be_added_without_touching_the_decoder():
         def plan(self, ctx):
             if ctx.step % 2 == 0:
                 return Plan(None, "even step")
-            return Plan(torch.arange(ctx.block_start, ctx.block_end), "odd step: block")
+            return Plan(list(range(ctx.block_start, ctx.block_end)), "odd step: block")
 
     try:
         events = list(
@@ -131,6 +127,20 @@ def test_policy_can_be_added_without_touching_the_decoder():
         assert [e.full for e in events] == [True, False] * 4
     finally:
         POLICIES.pop("every-other")
+
+
+@pytest.mark.parametrize("bad_row", [-1, 16])
+def test_a_plan_outside_the_sequence_is_refused(bad_row):
+    class OutOfRange(CachePolicy):
+        name = "out-of-range"
+
+        def plan(self, ctx):
+            return Plan(None, "full") if ctx.step == 0 else Plan([bad_row], "broken")
+
+    events = decode(tiny_model(), [5, 6, 7, 8], OutOfRange(), DecodeConfig(gen_len=12, block_len=4, stop_at_eos=False))
+    assert next(events).full
+    with pytest.raises(ValueError, match=rf"the policy planned row {bad_row}, outside the sequence's rows 0\.\.15"):
+        next(events)
 
 
 @pytest.mark.parametrize(

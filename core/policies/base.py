@@ -3,13 +3,13 @@
 The decoder asks the policy, before each step, which rows to compute (`plan`), and tells it, after
 the step, what was unmasked and how uncertain it was (`observe`). A policy never touches the model
 or the cache, so a new one is a small class registered by name: the decoder does not change.
+Positions come and go as plain Python ints: a policy does set arithmetic on a few dozen of them,
+which lists do in microseconds, and the decoder alone turns them into index tensors, once a step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
 
 
 @dataclass(frozen=True)
@@ -21,21 +21,22 @@ class StepContext:
     block_end: int  # one past its last
     prompt_len: int
     length: int  # prompt + generation
-    masked: torch.Tensor  # [length] bool: still masked
-    block_masked: torch.Tensor  # sorted positions still masked in the current block
+    block_masked: list[int]  # sorted positions still masked in the current block
     decode_order: list[int]  # every unmasked position so far, in the order unmasked (ascending within a step)
 
 
 @dataclass(frozen=True)
 class Plan:
-    rows: torch.Tensor | None  # sorted positions to compute; None = every row (full forward)
+    # Positions to compute (order and repeats don't matter); None = every row (full forward). The
+    # decoder adds the rows whose logits it needs (the block's masked positions) and sorts them.
+    rows: list[int] | None
     reason: str  # one short phrase, shown to people
 
 
 @dataclass(frozen=True)
 class Outcome:
-    unmasked: torch.Tensor  # positions unmasked in this step
-    entropies: torch.Tensor  # Shannon entropy (nats) of each one's predicted distribution
+    unmasked: list[int]  # positions unmasked in this step, ascending
+    entropies: list[float]  # Shannon entropy (nats) of each one's predicted distribution
 
 
 class CachePolicy:
@@ -58,7 +59,3 @@ class CachePolicy:
     def describe(self) -> str:
         p = ", ".join(f"{k}={v}" for k, v in self.params().items())
         return f"{self.name}({p})" if p else self.name
-
-
-def block_rows(ctx: StepContext) -> torch.Tensor:
-    return torch.arange(ctx.block_start, ctx.block_end, device=ctx.masked.device)

@@ -12,9 +12,6 @@ every block is full. The decision costs O(vocab) per decoded token, nothing per 
 from __future__ import annotations
 
 import math
-from array import array
-
-import torch
 
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.policies.registry import register
@@ -51,16 +48,12 @@ class EntropyCache(CachePolicy):
             return Plan(None, "full: nothing decoded yet")
         if self.full_next:
             return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
-        # A few dozen positions: Python sets are cheaper here than tensor cat + unique.
         recent = ctx.decode_order[-self.k :] if self.k else []
-        rows = sorted(set(ctx.block_masked.tolist()).union(self.last_unmasked, recent))
-        # Never empty (the block still has masked rows). Viewing an int64 array costs ~20 us between
-        # forward passes, torch.tensor(list) ~36 us (it inspects every item): a third of the plan.
-        rows = torch.frombuffer(array("q", rows), dtype=torch.long).to(ctx.block_masked.device)
+        rows = list(set(ctx.block_masked).union(self.last_unmasked, recent))
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
-        e = max(outcome.entropies.tolist(), default=0.0)  # a few numbers: cheaper in Python than a max kernel
+        e = max(outcome.entropies, default=0.0)
         self.last_entropy = e
-        self.last_unmasked = outcome.unmasked.tolist()
+        self.last_unmasked = outcome.unmasked
         self.full_next = e > self.tau

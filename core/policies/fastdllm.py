@@ -6,9 +6,7 @@ prefix: the current block and everything after it is recomputed; only the prefix
 
 from __future__ import annotations
 
-import torch
-
-from core.policies.base import CachePolicy, Plan, StepContext, block_rows
+from core.policies.base import CachePolicy, Plan, StepContext
 from core.policies.registry import register
 
 
@@ -19,7 +17,7 @@ class DualCache(CachePolicy):
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.block_step == 0:
             return Plan(None, "full: first step of the block")
-        return Plan(block_rows(ctx), "partial: current block")
+        return Plan(list(range(ctx.block_start, ctx.block_end)), "partial: current block")
 
 
 @register("prefix")
@@ -29,4 +27,4 @@ class PrefixCache(CachePolicy):
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.block_step == 0:
             return Plan(None, "full: first step of the block")
-        return Plan(torch.arange(ctx.block_start, ctx.length, device=ctx.masked.device), "partial: block + suffix")
+        return Plan(list(range(ctx.block_start, ctx.length)), "partial: block + suffix")

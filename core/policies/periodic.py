@@ -7,8 +7,6 @@ first step is always full.
 
 from __future__ import annotations
 
-import torch
-
 from core.policies.base import CachePolicy, Plan, StepContext
 from core.policies.registry import register
 
@@ -31,12 +29,11 @@ class PeriodicCache(CachePolicy):
         response = ctx.step % self.response_every == 0
         if prompt and response:
             return Plan(None, "full: both refresh intervals due")
-        parts, why = [ctx.block_masked], ["masked block rows"]
-        device = ctx.masked.device
+        rows, why = set(ctx.block_masked), ["masked block rows"]
         if prompt:
-            parts.append(torch.arange(0, ctx.prompt_len, device=device))
+            rows.update(range(0, ctx.prompt_len))
             why.append("prompt refresh")
         if response:
-            parts.append(torch.arange(ctx.prompt_len, ctx.length, device=device))
+            rows.update(range(ctx.prompt_len, ctx.length))
             why.append("response refresh")
-        return Plan(torch.cat(parts).unique(), "partial: " + " + ".join(why))
+        return Plan(sorted(rows), "partial: " + " + ".join(why))
