@@ -1,6 +1,7 @@
 """Command line: decode one prompt and print the answer and a one-line summary.
 
-python -m core.generate --prompt "mia has 5 apples . mia buys 3 more apples . how many apples does mia have now ?"
+python -m core.generate --prompt "mia has 7 marbles . mia buys 10 more marbles . then mia doubles the marbles . \
+    how many marbles does mia have now ?"
 python -m core.generate --model GSAI-ML/LLaDA-8B-Instruct --device cuda --prompt "..." --policy entropy --tau 0.5 -k 2
 """
 
