@@ -198,25 +198,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--drills", type=float, default=0.25, help="share of batch rows that are arithmetic drills")
     ap.add_argument("--save-every", type=int, default=200)
     args = ap.parse_args(argv)
-    for flag, share in (("--number-init", args.number_init), ("--drills", args.drills)):
-        if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every row a drill
-            ap.error(f"{flag} must be a share in [0, 1], got {share:g}")
+    _check_args(ap, args)
 
     torch.manual_seed(args.seed)
     # Adam's second moments of rarely used embedding rows decay into denormal floats, which made
     # CPU steps several times slower as training went on.
     torch.set_flush_denormal(True)
     tokenizer = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
-    cfg = ModelConfig(
-        vocab_size=len(tokenizer),
-        dim=args.dim,
-        n_layers=args.layers,
-        n_heads=args.heads,
-        ffn_dim=args.ffn,
-        mask_token_id=tokenizer.mask_token_id,
-        eos_token_ids=(tokenizer.eos_token_id,),
-        max_seq_len=512,
-    )
+    try:
+        cfg = ModelConfig(
+            vocab_size=len(tokenizer),
+            dim=args.dim,
+            n_layers=args.layers,
+            n_heads=args.heads,
+            ffn_dim=args.ffn,
+            mask_token_id=tokenizer.mask_token_id,
+            eos_token_ids=(tokenizer.eos_token_id,),
+            max_seq_len=512,
+        )
+    except ValueError as e:  # e.g. --dim not divisible by --heads
+        ap.error(str(e))
     model = DiffusionTransformer(cfg)
     if args.number_init > 0:
         init_number_rows(model, tokenizer.convert_tokens_to_ids(NUMBERS), args.number_init)
@@ -261,6 +262,25 @@ def main(argv: list[str] | None = None) -> None:
     print(f"trained {done} steps in {(time.monotonic() - t0) / 60:.1f} minutes")
     save_own_model(model, tokenizer, Path(args.out), decode_defaults={"gen_len": GEN_LEN, "block_len": 32})
     print(f"saved {args.out}")
+
+
+def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse bad numbers before anything is built or saved (argparse's 'error: ...', exit 2)."""
+    counts = {"--steps": args.steps, "--batch": args.batch, "--dim": args.dim, "--layers": args.layers}
+    counts |= {"--heads": args.heads, "--ffn": args.ffn, "--save-every": args.save_every}
+    if args.until is not None:
+        counts["--until"] = args.until
+    for flag, n in counts.items():
+        if n < 1:
+            ap.error(f"{flag} must be a positive integer, got {n}")
+    if args.warmup < 0:
+        ap.error(f"--warmup must be a non-negative integer, got {args.warmup}")
+    for flag, x in (("--minutes", args.minutes), ("--lr", args.lr)):
+        if not (math.isfinite(x) and x > 0):
+            ap.error(f"{flag} must be a positive number, got {x:g}")
+    for flag, share in (("--number-init", args.number_init), ("--drills", args.drills)):
+        if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every row a drill
+            ap.error(f"{flag} must be a share in [0, 1], got {share:g}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The training script: it saves a loadable checkpoint, and a resumed run equals an uninterrupted one."""
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -139,12 +140,24 @@ def test_drill_rows_hide_results_without_tying_them_to_the_next_operand():
     assert all("answer is" in t for t in texts)
 
 
-def test_shares_outside_zero_to_one_are_refused_before_training(tmp_path, capsys):
-    import pytest
-
-    for flag, value in (("--drills", "1.5"), ("--number-init", "-0.1")):
-        with pytest.raises(SystemExit) as exit_info:
-            train(["--out", str(tmp_path / "m"), "--state", str(tmp_path / "s"), *TINY, flag, value])
-        assert exit_info.value.code == 2
-        assert f"{flag} must be a share in [0, 1], got {float(value):g}" in capsys.readouterr().err
-    assert not (tmp_path / "s").exists()  # nothing trained or saved
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--drills", "1.5", "--drills must be a share in [0, 1], got 1.5"),
+        ("--number-init", "-0.1", "--number-init must be a share in [0, 1], got -0.1"),
+        ("--batch", "0", "--batch must be a positive integer, got 0"),
+        ("--steps", "-3", "--steps must be a positive integer, got -3"),
+        ("--until", "0", "--until must be a positive integer, got 0"),
+        ("--save-every", "0", "--save-every must be a positive integer, got 0"),
+        ("--warmup", "-1", "--warmup must be a non-negative integer, got -1"),
+        ("--lr", "nan", "--lr must be a positive number, got nan"),
+        ("--minutes", "0", "--minutes must be a positive number, got 0"),
+        ("--heads", "3", "dim 32 is not divisible by n_heads 3"),
+    ],
+)
+def test_bad_numbers_are_refused_before_training(tmp_path, capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exit_info:
+        train(["--out", str(tmp_path / "m"), "--state", str(tmp_path / "s"), *TINY, flag, value])
+    assert exit_info.value.code == 2
+    assert f"error: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists() and not (tmp_path / "m").exists()  # nothing trained or saved
