@@ -30,3 +30,17 @@ def test_readme_examples_run(capsys):
     assert totals.full_steps == math.ceil(totals.steps / 4)
     printed = capsys.readouterr().out.strip()
     assert printed.endswith(f"the answer is 34 . | {totals.full_steps} full steps of {totals.steps}")
+
+
+def test_core_generate_stays_the_function_when_the_cli_module_is_imported():
+    """core/generate.py (the command line) shares its name with the function core.generate: importing
+    the module, as core.bench does, must not turn the README's core.generate(...) into a module."""
+    import importlib
+
+    import core
+    import core.decoder
+
+    importlib.import_module("core.bench")
+    cli = importlib.import_module("core.generate")
+    assert core.generate is core.decoder.generate
+    assert hasattr(cli, "main") and cli is not core.generate

@@ -55,5 +55,5 @@ class EntropyCache(CachePolicy):
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
         e = max(outcome.entropies, default=0.0)
         self.last_entropy = e
-        self.last_unmasked = outcome.unmasked
+        self.last_unmasked = list(outcome.unmasked)  # a copy: the same list goes out in the step event
         self.full_next = e > self.tau
