@@ -5,10 +5,6 @@ model, tok = core.load_model()
 for event in core.decode(model, core.chat_prompt_ids(tok, prompt), core.make_policy("entropy")): ...
 """
 
-# The command-line module core/generate.py shares its name with the function `generate`. Importing
-# it first means a later `import core.generate` (core.bench does one) finds it loaded and leaves the
-# package attribute alone; the function bound below then stays `core.generate`.
-from core import generate as _generate_cli  # noqa: F401,I001  (must precede the decoder import)
 from core.config import ModelConfig
 from core.decoder import DecodeConfig, decode, generate
 from core.events import StepEvent, Totals

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from core.cli_args import check_before_load, decode_config, torch_dtype
 from core.decoder import DecodeConfig, decode, generate
 from core.diagnostics import drift_vs_entropy, pearson, spearman, volatility_curve
-from core.generate import check_before_load, decode_config, torch_dtype
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.policies.entropy import DEFAULT_K, DEFAULT_TAU

@@ -8,6 +8,7 @@ masked positions of the block are unmasked, and the policy is told how uncertain
 from __future__ import annotations
 
 import math
+import operator
 import time
 from array import array
 from collections import deque
@@ -18,6 +19,7 @@ import torch
 
 from core.diagnostics import kv_drift, row_change
 from core.events import StepEvent, Totals
+from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.sampling import choose, entropy, transfer_schedule
@@ -120,7 +122,7 @@ def decode(
         end = start + config.block_len
         schedule = transfer_schedule(config.block_len, config.steps_per_block)
         block_step = 0
-        while block_masked := [start + i for i, t in enumerate(x[start:end].tolist()) if t == mask_id]:
+        while block_masked := tuple(start + i for i, t in enumerate(x[start:end].tolist()) if t == mask_id):
             ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, decode_order)
             n_transfer = None if config.threshold is not None else schedule[block_step]
             measured = probe_state.measure(x, cache, step) if probe_state else {}
@@ -147,7 +149,16 @@ def decode(
 
 
 @torch.no_grad()
-def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, config: DecodeConfig, generator):
+def _step(
+    model: DiffusionTransformer,
+    x: torch.Tensor,
+    cache: KVCache,
+    ctx: StepContext,
+    policy: CachePolicy,
+    n_transfer: int | None,
+    config: DecodeConfig,
+    generator: torch.Generator,
+) -> StepEvent:
     device = x.device
     _sync(device)
     t0 = time.perf_counter()
@@ -166,13 +177,13 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
         logits = logits[_index([where[row] for row in logit_rows], device)]
 
     picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
-    unmasked = [ctx.block_masked[i] for i in picked.tolist()]
+    unmasked = tuple(ctx.block_masked[i] for i in picked.tolist())
     x[_index(unmasked, device)] = tokens
 
     _sync(device)  # on GPU the forward runs asynchronously: bill its wait to the model, not the decision
     t1 = time.perf_counter()
-    entropies = entropy(probs).tolist()
-    policy.observe(ctx, Outcome(unmasked, entropies))
+    entropies = tuple(entropy(probs).tolist())
+    policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
     t_end = time.perf_counter()
 
     n_rows = ctx.length if rows is None else len(rows)
@@ -181,9 +192,9 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
         block=ctx.block,
         prompt_len=ctx.prompt_len,
         tokens=[],
-        unmasked=unmasked,
+        unmasked=list(unmasked),
         unmasked_tokens=tokens.tolist(),
-        entropies=entropies,
+        entropies=list(entropies),
         max_entropy=max(entropies, default=0.0),
         full=rows is None,
         reason=plan.reason,
@@ -196,14 +207,17 @@ def _step(model, x, cache, ctx: StepContext, policy: CachePolicy, n_transfer, co
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
     """The plan's rows plus the rows whose logits are needed, sorted, each once."""
-    rows = sorted(set(plan.rows).union(needed))
+    try:  # operator.index: ints of any kind (numpy, 0-d tensors) as plain ints; floats refused
+        rows = sorted({operator.index(row) for row in plan.rows}.union(needed))
+    except TypeError:
+        raise ValueError(f"the policy's rows must be integer positions, got {plan.rows!r}") from None
     if rows[0] < 0 or rows[-1] >= length:
         bad = rows[0] if rows[0] < 0 else rows[-1]
         raise ValueError(f"the policy planned row {bad}, outside the sequence's rows 0..{length - 1}")
     return rows
 
 
-def _index(positions: list[int], device: torch.device) -> torch.Tensor:
+def _index(positions: Sequence[int], device: torch.device) -> torch.Tensor:
     """An int64 index tensor of a few positions. Viewing an int64 array costs ~20 us between forward
     passes, torch.tensor(list) ~36 us: it inspects every item."""
     if not positions:  # frombuffer refuses an empty buffer

@@ -1,7 +1,7 @@
-"""Command line: decode one prompt and print the answer and a one-line summary.
+r"""Command line: decode one prompt and print the answer and a one-line summary.
 
-python -m core.generate --prompt "mia has 7 marbles . mia buys 10 more marbles . then mia doubles the marbles . \
-    how many marbles does mia have now ?"
+python -m core.generate --prompt \
+    "mia has 7 marbles . mia buys 10 more marbles . then mia doubles the marbles . how many marbles does mia have now ?"
 python -m core.generate --model GSAI-ML/LLaDA-8B-Instruct --device cuda --prompt "..." --policy entropy --tau 0.5 -k 2
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.decoder import DecodeConfig, generate
+from core.cli_args import check_before_load, decode_config, torch_dtype
+from core.decoder import generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import POLICIES, make_policy
 from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
@@ -38,36 +39,6 @@ def add_decode_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-k", type=int, default=DEFAULT_K, help="recently decoded rows always recomputed")
     ap.add_argument("--prompt-every", type=int, default=50)
     ap.add_argument("--response-every", type=int, default=5)
-
-
-def decode_config(model, gen_len: int | None, block_len: int | None, **settings) -> DecodeConfig:
-    """A DecodeConfig whose gen and block length default (when None) to the model's own decode
-    defaults (its config.json), else LLaDA's 128 and 32; `settings` are the other fields."""
-    d = getattr(model, "decode_defaults", {})
-    return DecodeConfig(
-        gen_len=d.get("gen_len", 128) if gen_len is None else gen_len,
-        block_len=d.get("block_len", 32) if block_len is None else block_len,
-        **settings,
-    )
-
-
-def check_before_load(gen_len: int | None, block_len: int | None, **settings) -> None:
-    """Reject decode flags that are wrong whatever the model, before loading it (an 8B load takes
-    minutes). What depends on the model's default lengths is checked once it is loaded."""
-    if gen_len is not None and block_len is not None:  # nothing left to the model: check it all
-        DecodeConfig(gen_len=gen_len, block_len=block_len, **settings).validate()
-        return
-    if block_len is not None and block_len < 1:
-        raise ValueError(f"block_len must be a positive integer, got {block_len}")
-    lengths = {} if gen_len is None else {"gen_len": gen_len, "block_len": max(gen_len, 1)}
-    others = {k: v for k, v in settings.items() if k != "steps"}  # the steps' range needs both lengths
-    DecodeConfig(**lengths, **others).validate()
-
-
-def torch_dtype(name: str | None):
-    import torch
-
-    return getattr(torch, name) if name else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -275,9 +275,10 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             ap.error(f"{flag} must be a positive integer, got {n}")
     if args.warmup < 0:
         ap.error(f"--warmup must be a non-negative integer, got {args.warmup}")
-    for flag, x in (("--minutes", args.minutes), ("--lr", args.lr)):
-        if not (math.isfinite(x) and x > 0):
-            ap.error(f"{flag} must be a positive number, got {x:g}")
+    if not args.minutes > 0:  # inf is fine: no time limit
+        ap.error(f"--minutes must be a positive number, got {args.minutes:g}")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        ap.error(f"--lr must be a positive number, got {args.lr:g}")
     for flag, share in (("--number-init", args.number_init), ("--drills", args.drills)):
         if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every row a drill
             ap.error(f"{flag} must be a share in [0, 1], got {share:g}")

@@ -73,3 +73,11 @@ def test_cli_checks_decode_flags_before_loading(tmp_path):
 def test_cli_unknown_policy_is_rejected(model_dir):
     out = cli("--model", str(model_dir), "--prompt", "mia", "--policy", "magic")
     assert out.returncode == 2 and "invalid choice: 'magic'" in out.stderr
+
+
+def test_cli_loads_once_without_a_runpy_warning():
+    """`-m core.generate` must not find the module already imported by the package (runpy then
+    warns and the module's code runs twice)."""
+    out = cli("--help")
+    assert out.returncode == 0 and "--prompt" in out.stdout
+    assert out.stderr == ""

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 from conftest import tiny_model
 
 from core.decoder import DecodeConfig, decode
@@ -15,7 +16,7 @@ def context(step, block, block_step, masked_positions, decoded):
     """decoded: {position: step it was unmasked}."""
     order = sorted(decoded, key=lambda pos: (decoded[pos], pos))
     start = P + block * BLOCK
-    block_masked = sorted(pos for pos in masked_positions if start <= pos < start + BLOCK)
+    block_masked = tuple(sorted(pos for pos in masked_positions if start <= pos < start + BLOCK))
     return StepContext(step, block, block_step, start, start + BLOCK, P, P + GEN, block_masked, order)
 
 
@@ -29,21 +30,21 @@ def rows(plan: Plan):
 
 def test_entropy_partial_rows_are_block_masks_plus_k_recent():
     policy = make_policy("entropy", tau=0.5, k=2)
-    policy.observe(MID, Outcome([10], [0.1]))
+    policy.observe(MID, Outcome((10,), (0.1,)))
     assert rows(policy.plan(MID)) == [8, 9, 10, 11]  # masked 9, 11 + recent 10 (step 6), 8 (step 5)
     policy = make_policy("entropy", tau=0.5, k=3)
-    policy.observe(MID, Outcome([10], [0.1]))
+    policy.observe(MID, Outcome((10,), (0.1,)))
     assert rows(policy.plan(MID)) == [7, 8, 9, 10, 11]  # k=3 adds 7 (step 3)
     policy = make_policy("entropy", tau=0.5, k=0)
-    policy.observe(MID, Outcome([10], [0.1]))
+    policy.observe(MID, Outcome((10,), (0.1,)))
     assert rows(policy.plan(MID)) == [9, 10, 11]  # k=0: still the token of the last step (10), once
 
 
 def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
     policy = make_policy("entropy", tau=0.5, k=2)
-    policy.observe(MID, Outcome([10, 9], [0.2, 0.7]))  # max 0.7 > tau
+    policy.observe(MID, Outcome((10, 9), (0.2, 0.7)))  # max 0.7 > tau
     assert rows(policy.plan(MID)) is None
-    policy.observe(MID, Outcome([9], [0.5]))  # 0.5 is not above tau
+    policy.observe(MID, Outcome((9,), (0.5,)))  # 0.5 is not above tau
     assert rows(policy.plan(MID)) is not None
     start = context(8, 2, 0, [12, 13, 14, 15], {})
     assert rows(policy.plan(start)) is None
@@ -53,7 +54,7 @@ def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
 def test_entropy_recomputes_every_token_of_a_parallel_step_once():
     """A parallel step can unmask more than k tokens: each is recomputed at the next partial step."""
     policy = make_policy("entropy", tau=0.5, k=1)
-    policy.observe(MID, Outcome([5, 6, 10], [0.1, 0.1, 0.1]))
+    policy.observe(MID, Outcome((5, 6, 10), (0.1, 0.1, 0.1)))
     assert rows(policy.plan(MID)) == [5, 6, 9, 10, 11]  # masked 9, 11; last step 5, 6, 10; k=1 recent: 10
 
 
@@ -127,6 +128,37 @@ def test_policy_can_be_added_without_touching_the_decoder():
         assert [e.full for e in events] == [True, False] * 4
     finally:
         POLICIES.pop("every-other")
+
+
+class BlockRows(CachePolicy):
+    """dual's plan, with the rows in whatever container `make` builds from a range."""
+
+    name = "block-rows"
+
+    def __init__(self, make):
+        self.make = make
+
+    def plan(self, ctx):
+        if ctx.block_step == 0:
+            return Plan(None, "full: first step of the block")
+        return Plan(self.make(range(ctx.block_start, ctx.block_end)), "partial: current block")
+
+
+@pytest.mark.parametrize("make", [list, tuple, set, lambda r: r, lambda r: (i for i in r), torch.tensor])
+def test_plan_rows_may_be_any_iterable_of_integers(make):
+    cfg = DecodeConfig(gen_len=12, block_len=4, stop_at_eos=False)
+    expected = list(decode(tiny_model(), [5, 6, 7, 8], make_policy("dual"), cfg))
+    events = list(decode(tiny_model(), [5, 6, 7, 8], BlockRows(make), cfg))
+    assert [(e.tokens, e.rows) for e in events] == [(e.tokens, e.rows) for e in expected]
+    assert all(type(row) is int for e in events for row in e.rows)  # plain ints: events stay JSON-able
+
+
+def test_a_plan_of_non_integers_is_refused():
+    halves = BlockRows(lambda r: [i + 0.5 for i in r])
+    events = decode(tiny_model(), [5, 6, 7, 8], halves, DecodeConfig(gen_len=4, block_len=4))
+    assert next(events).full
+    with pytest.raises(ValueError, match=r"the policy's rows must be integer positions, got \[4\.5, 5\.5"):
+        next(events)
 
 
 @pytest.mark.parametrize("bad_row", [-1, 16])

@@ -2,11 +2,14 @@
 
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from core.policies import POLICIES
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
 def python_blocks() -> list[str]:
@@ -32,15 +35,11 @@ def test_readme_examples_run(capsys):
     assert printed.endswith(f"the answer is 34 . | {totals.full_steps} full steps of {totals.steps}")
 
 
-def test_core_generate_stays_the_function_when_the_cli_module_is_imported():
-    """core/generate.py (the command line) shares its name with the function core.generate: importing
-    the module, as core.bench does, must not turn the README's core.generate(...) into a module."""
-    import importlib
-
-    import core
-    import core.decoder
-
-    importlib.import_module("core.bench")
-    cli = importlib.import_module("core.generate")
-    assert core.generate is core.decoder.generate
-    assert hasattr(cli, "main") and cli is not core.generate
+def test_core_generate_stays_the_function_after_the_bench_and_app_are_imported():
+    """core/generate.py (the command line) shares its name with the function core.generate, and
+    importing a submodule rebinds the package attribute: no library or app module may import it,
+    or the README's core.generate(...) would call a module. A fresh interpreter, so that no other
+    test's imports count."""
+    check = "import core, core.bench, app.ui, core.decoder; assert core.generate is core.decoder.generate"
+    done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

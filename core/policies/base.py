@@ -4,11 +4,12 @@ The decoder asks the policy, before each step, which rows to compute (`plan`), a
 the step, what was unmasked and how uncertain it was (`observe`). A policy never touches the model
 or the cache, so a new one is a small class registered by name: the decoder does not change.
 Positions come and go as plain Python ints: a policy does set arithmetic on a few dozen of them,
-which lists do in microseconds, and the decoder alone turns them into index tensors, once a step.
+which Python does in microseconds, and only the decoder turns positions into index tensors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -21,22 +22,23 @@ class StepContext:
     block_end: int  # one past its last
     prompt_len: int
     length: int  # prompt + generation
-    block_masked: list[int]  # sorted positions still masked in the current block
+    block_masked: tuple[int, ...]  # sorted positions still masked in the current block
     decode_order: list[int]  # every unmasked position so far, in the order unmasked (ascending within a step)
 
 
 @dataclass(frozen=True)
 class Plan:
-    # Positions to compute (order and repeats don't matter); None = every row (full forward). The
-    # decoder adds the rows whose logits it needs (the block's masked positions) and sorts them.
-    rows: list[int] | None
+    # Positions to compute, any iterable of ints (order and repeats don't matter); None = every row
+    # (a full forward). The decoder adds the rows whose logits it reads (the block's masked
+    # positions; for Dream, whose logits are shifted, the row before each) and sorts them.
+    rows: Iterable[int] | None
     reason: str  # one short phrase, shown to people
 
 
 @dataclass(frozen=True)
 class Outcome:
-    unmasked: list[int]  # positions unmasked in this step, ascending
-    entropies: list[float]  # Shannon entropy (nats) of each one's predicted distribution
+    unmasked: tuple[int, ...]  # positions unmasked in this step, ascending
+    entropies: tuple[float, ...]  # Shannon entropy (nats) of each one's predicted distribution
 
 
 class CachePolicy:

@@ -36,7 +36,7 @@ class EntropyCache(CachePolicy):
     def reset(self) -> None:
         self.full_next = True
         self.last_entropy: float | None = None
-        self.last_unmasked: list[int] = []
+        self.last_unmasked: tuple[int, ...] = ()
 
     def params(self) -> dict:
         return {"tau": self.tau, "k": self.k}
@@ -55,5 +55,5 @@ class EntropyCache(CachePolicy):
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
         e = max(outcome.entropies, default=0.0)
         self.last_entropy = e
-        self.last_unmasked = list(outcome.unmasked)  # a copy: the same list goes out in the step event
+        self.last_unmasked = outcome.unmasked
         self.full_next = e > self.tau

@@ -1,8 +1,8 @@
 """dLLM-Cache's schedule without its value-similarity check.
 
 Prompt rows are refreshed every `prompt_every` steps, response rows every `response_every` steps;
-in between only the rows whose logits are needed (the block's masked positions) are computed. The
-first step is always full.
+in between only the rows whose logits are read (the block's masked positions; for Dream the rows
+before them) are computed. The first step is always full.
 """
 
 from __future__ import annotations
