@@ -49,7 +49,7 @@ class EntropyCache(CachePolicy):
         if self.full_next:
             return Plan(None, f"full: last step's max entropy {self.last_entropy:.3f} > tau {self.tau:g}")
         recent = ctx.decode_order[-self.k :] if self.k else []
-        rows = list(set(ctx.block_masked).union(self.last_unmasked, recent))
+        rows = set(ctx.block_masked).union(self.last_unmasked, recent)  # the decoder sorts them
         return Plan(rows, f"partial: max entropy {self.last_entropy:.3f} <= tau {self.tau:g}")
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
