@@ -1,20 +1,41 @@
 """The input panel a tab starts with: prompt, example prompts, model picker, Run/Stop, bounded sliders.
 
-Slider bounds come from app/params.py, which every handler checks again (the HTTP API accepts any
-value). `prefix` keeps element ids unique when two tabs each have a panel.
+Slider bounds come from app/params.py, which every handler checks again: the HTTP API accepts any
+value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets is the
+handler's, naming the control and its range. `prefix` keeps element ids unique when two tabs each
+have a panel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
 
+from app.context import AppContext
 from app.models import ModelRegistry
 from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, compared_policies
 
 CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
+
+
+def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
+    """A gr.Slider whose value reaches the handler as the client sent it.
+
+    gr.Slider's own preprocess checks the bounds first and answers an API client with a message that
+    names no control ('Value 1099511627776 is greater than maximum value 2147483647.'), or fails on a
+    string or None with Gradio's generic error. Every handler that takes a slider checks its value
+    itself (app/params.py check_number), so nothing unchecked gets through. (Not a subclass: Gradio
+    writes a .pyi stub beside the source of every component subclass.)"""
+    slider = gr.Slider(*args, **kwargs)
+    slider.preprocess = _as_sent
+    return slider
+
+
+def _as_sent(payload: Any) -> Any:
+    return payload
 
 
 def bounded_slider(name: str, value: float | None = None, prefix: str = "") -> gr.Slider:
@@ -22,7 +43,7 @@ def bounded_slider(name: str, value: float | None = None, prefix: str = "") -> g
     b = BOUNDS[name]
     step = 1 if b.integer else 0.01
     value = b.default if value is None else value
-    return gr.Slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None,
+    return raw_slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None,
                      elem_id=f"{prefix}ctl-{name}")
 
 
@@ -42,7 +63,7 @@ class Inputs:
         return [self.prompt, self.model, *policy, *(self.controls[name] for name in CONTROL_NAMES)]
 
     def per_model(self) -> list[gr.components.Component]:
-        """What a change of model resets (in the order of Handlers.on_model's outputs)."""
+        """What a change of model resets (in the order of model_inputs' outputs)."""
         return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"]]
 
 
@@ -73,15 +94,32 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = 
     return Inputs(prompt, examples, model, policy, run, stop, controls)
 
 
-def wire_inputs(ins: Inputs, handlers, run: Callable, stop: Callable, outputs: list, api_name: str, banner):
-    """Connect a tab's controls; returns the run event (its Stop cancels it).
+def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable, inputs: list,
+             outputs: list, api_name: str, status: gr.HTML):
+    """Connect a tab's Run and Stop; returns the run event (its Stop cancels it).
 
     A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
     busy), then queues the new one; "multiple" lets Run through while the old run is pending."""
-    cancel_old = ins.run.click(handlers.cancel_previous, None, None, queue=False, trigger_mode="multiple",
-                               api_visibility="private")
-    run_event = cancel_old.then(run, ins.for_run(), outputs, api_name=api_name, trigger_mode="multiple")
-    ins.stop.click(stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
-    ins.model.change(handlers.on_model, ins.model, ins.per_model(), api_visibility="private")
-    ins.examples.click(handlers.pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+    cancel_old = run_button.click(ctx.cancel_previous, None, None, queue=False, trigger_mode="multiple",
+                                  api_visibility="private")
+    run_event = cancel_old.then(run, inputs, outputs, api_name=api_name, trigger_mode="multiple")
+    stop_button.click(ctx.stop, None, status, queue=False, cancels=[run_event], api_visibility="private")
+    return run_event
+
+
+def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_name: str, status: gr.HTML):
+    """Connect a panel: Run and Stop (wire_run), a change of model, a click on an example prompt."""
+    registry = ctx.registry
+
+    def model_inputs(label: str) -> tuple:
+        c = registry.choice(label)
+        return gr.Dataset(samples=[[e] for e in c.examples]), c.examples[0], c.gen_len, c.block_len
+
+    def pick_example(index: int | None, label: str) -> Any:
+        examples = registry.choice(label).examples
+        return examples[index] if index is not None and 0 <= index < len(examples) else gr.skip()
+
+    run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
+    ins.model.change(model_inputs, ins.model, ins.per_model(), api_visibility="private")
+    ins.examples.click(pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
     return run_event

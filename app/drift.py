@@ -1,4 +1,4 @@
-"""The diagnostic decode behind the Drift tab: EntropyCache with probe=True, streamed and rendered.
+"""The diagnostic decode behind the Drift tab: EntropyCache with core's Probe hook, streamed and rendered.
 
 `drift_snapshots` is the only part that touches the model (on a GPU it runs inside the GPU
 allocation) and yields plain data: the events so far. `DriftRenderer` turns them into the banner, the
@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from app.banner import banner
 from app.drift_plots import drift_heatmap, drift_scatter, volatility_figure
 from app.params import OURS, RunParams
-from app.stream import DEFAULT_THROTTLE_S
+from app.race import DEFAULT_THROTTLE_S
 from app.text_view import TokenText, render_text
 from core.decoder import decode
-from core.diagnostics import drift_vs_entropy, volatility_curve
+from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import make_policy
@@ -50,11 +51,11 @@ def drift_snapshots(
     model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False, wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[DriftSnapshot]:
-    """EntropyCache (tau, k of `params`) with probe=True; a snapshot at most every `throttle_s` and at the end.
+    """EntropyCache (tau, k of `params`) with a Probe; a snapshot at most every `throttle_s` and at the end.
 
     `should_stop` is polled before each step: when it turns true the decode ends without a further snapshot."""
     policy = make_policy(OURS, tau=params.tau, k=params.k)
-    decoder = decode(model, prompt_ids, policy, params.decode_config(), probe=True)
+    decoder = decode(model, prompt_ids, policy, params.decode_config(), before_step=Probe(model))
     events: list[StepEvent] = []
     last_emit = None
     try:
@@ -86,7 +87,7 @@ class DriftRenderer:
         cfg = model.config
         self.params = params
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # the run's only tokenization
+        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # the ids the decode gets
         self.max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
@@ -123,14 +124,5 @@ class DriftRenderer:
                     f"{full} full. Entropy vs drift over {len(stats['entropy'])} steps: "
                     f"1 - cos Pearson {_fmt(stats['pearson_cos'])}, Spearman {_fmt(stats['spearman_cos'])}; "
                     f"relative L2 Pearson {_fmt(stats['pearson_l2'])}, Spearman {_fmt(stats['spearman_l2'])}.")
-        return f'<div class="ec-banner">{body}</div>'
+        return banner(body)
 
-
-def stream_drift(
-    model, tokenizer, params: RunParams, *, throttle_s: float = DEFAULT_THROTTLE_S,
-    should_stop: Callable[[], bool] = lambda: False,
-) -> Iterator[DriftUpdate]:
-    """One rendered DriftUpdate per snapshot of the diagnostic decode; the last one has the final text."""
-    renderer = DriftRenderer(model, tokenizer, params)
-    for snap in drift_snapshots(model, renderer.prompt_ids, params, throttle_s, should_stop):
-        yield renderer.update(snap)

@@ -4,11 +4,14 @@ The embedded model is always there (on the CPU). LLaDA-8B-Instruct and Dream-7B-
 when a GPU is present. Further local checkpoint folders come only from the operator: the `--model`
 flag of app.py or the ENTROPYCACHE_MODELS variable (folders separated by os.pathsep). A visitor picks
 a label from a dropdown; no path a visitor sends is ever opened.
+
+Each choice carries what the app shows before loading anything: its decode defaults (read from the
+checkpoint's config, core.loading.read_config), example prompts, and what it was trained on, which a
+prompt with words the model does not know is told.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Sequence
@@ -17,22 +20,27 @@ from pathlib import Path
 
 import torch
 
-from core.checkpoint import OWN_MODEL_TYPE
-from core.loading import EMBEDDED, load_model
-from core.task import make_split
+from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
+from core.decoder import DecodeConfig
+from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
+from core.task import ITEMS, MAX_VALUE, NAMES, make_split
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "wordproblems-diffusion (embedded, CPU)"
-HUB_MODELS = {  # label -> (core alias, decode defaults suited to an interactive demo)
-    "LLaDA-8B-Instruct (GPU)": ("llada", 128, 32),
-    "Dream-7B-Instruct (GPU)": ("dream", 128, 32),
-}
+HUB_MODELS = {"LLaDA-8B-Instruct (GPU)": "llada", "Dream-7B-Instruct (GPU)": "dream"}  # label -> core alias
 CHAT_EXAMPLES = (
     "Lily can run 12 kilometers per hour for 4 hours. After that, she runs 6 kilometers per hour. "
     "How many kilometers can she run in 8 hours?",
     "A baker makes 48 rolls and sells three quarters of them. How many rolls are left? Think step by step.",
     "Explain in two sentences why a diffusion language model can decode several tokens at once.",
     "Write a four-line poem about a cache that forgets.",
+)
+
+
+WORD_PROBLEMS = (
+    f"This model was trained only on short arithmetic word problems (names like {', '.join(NAMES[:3])}, "
+    f"things like {', '.join(ITEMS[:3])}, numbers up to {MAX_VALUE}): click one of the example prompts "
+    "under the prompt box to try one, or write one like them."
 )
 
 
@@ -49,6 +57,7 @@ class ModelChoice:
     gen_len: int
     block_len: int
     examples: tuple[str, ...]
+    trained_on: str = ""  # said to a visitor whose prompt has words the model does not know
 
 
 class ModelRegistry:
@@ -58,10 +67,12 @@ class ModelRegistry:
         self._choices = {c.label: c for c in choices}
         self.max_gpu_models = max_gpu_models
         self._loaded: dict[str, tuple[object, object]] = {}
+        self._tokenizers: dict[str, object] = {}  # of local models not loaded yet
         # One lock per model: two visitors never load the same 8B model twice, and nobody using the
         # embedded model waits while a big one loads. GPU loads also share one lock (one resident at a time).
         self._locks = {c.label: threading.Lock() for c in choices}
         self._gpu_lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()  # not a model's lock: checking a prompt never waits for a load
 
     @property
     def labels(self) -> list[str]:
@@ -88,6 +99,31 @@ class ModelRegistry:
                     self._loaded[label] = load_model(choice.source, device=choice.device)
             return self._loaded[label]
 
+    def check_prompt(self, label: str, prompt: str) -> None:
+        """Before any decoding: a ValueError when the model cannot read the prompt, with core's words
+        for which words it does not know (core.loading.chat_prompt_ids) and what it was trained on."""
+        tokenizer = self._tokenizer(label)
+        if tokenizer is None:
+            return
+        try:
+            chat_prompt_ids(tokenizer, prompt)
+        except ValueError as e:
+            reason = str(e)
+            raise ValueError(f"{reason[:1].upper()}{reason[1:]}. {self.choice(label).trained_on}".strip()) from None
+
+    def _tokenizer(self, label: str):
+        """The model's tokenizer, without its weights for a local model not loaded yet; None for a hub
+        model not loaded yet, whose byte-level tokenizer reads any text anyway."""
+        if label in self._loaded:
+            return self._loaded[label][1]
+        folder = Path(self.choice(label).source)
+        if not folder.is_dir():
+            return None
+        with self._tokenizer_lock:
+            if label not in self._tokenizers:
+                self._tokenizers[label] = load_tokenizer(folder, read_config(folder)[1])
+            return self._tokenizers[label]
+
     def preload(self, labels: Sequence[str] | None = None) -> None:
         for label in labels if labels is not None else self.labels:
             self.get(label)
@@ -101,21 +137,16 @@ class ModelRegistry:
         torch.cuda.empty_cache()
 
 
-def _decode_defaults(folder: Path) -> tuple[int, int, bool]:
-    """(gen_len, block_len, is a word-problem model) from a checkpoint's config.json, without loading it."""
-    raw = json.loads((folder / "config.json").read_text())
-    d = raw.get("decode_defaults", {})
-    ours = raw.get("model_type") == OWN_MODEL_TYPE
-    return int(d.get("gen_len", 64 if ours else 128)), int(d.get("block_len", 32)), ours
-
-
 def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelChoice:
     path = Path(folder).expanduser().resolve()
     if not (path / "config.json").is_file():
         raise ValueError(f"model folder {str(folder)!r} has no config.json")
-    gen_len, block_len, ours = _decode_defaults(path)
-    examples = word_problem_examples() if ours else CHAT_EXAMPLES
-    return ModelChoice(label, str(path), device, gen_len, block_len, examples)
+    config, _, _ = read_config(path)
+    defaults = DecodeConfig.for_model(config)
+    if config.family == "own":  # a word-problem model (core/task.py)
+        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, word_problem_examples(),
+                           WORD_PROBLEMS)
+    return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, CHAT_EXAMPLES)
 
 
 def extra_dirs_from_env() -> list[str]:
@@ -133,8 +164,8 @@ def build_registry(
     device = "cuda" if cuda else "cpu"
     choices = [local_choice(embedded or EMBEDDED, EMBEDDED_LABEL, "cpu")]
     if cuda:
-        for label, (alias, gen_len, block_len) in HUB_MODELS.items():
-            choices.append(ModelChoice(label, alias, "cuda", gen_len, block_len, CHAT_EXAMPLES))
+        for label, alias in HUB_MODELS.items():  # not downloaded yet: core's defaults for a checkpoint that says none
+            choices.append(ModelChoice(label, alias, "cuda", DEFAULT_GEN_LEN, DEFAULT_BLOCK_LEN, CHAT_EXAMPLES))
     for folder in dict.fromkeys(extra_dirs):  # the same folder twice is one choice
         label = _unique(f"{Path(folder).resolve().name} (local, {device.upper()})", [c.label for c in choices])
         choices.append(local_choice(folder, label, device))

@@ -1,8 +1,10 @@
 """What a visitor may ask for: every control's bounds, and validation of a run's raw inputs.
 
 The UI sliders use these bounds, and the handler checks them again, because the HTTP API accepts any
-value a client sends. Nothing is clamped or rounded silently: a bad value is a ValueError whose
-message the UI shows as is.
+value a client sends (the sliders pass it on unchecked: app/controls.py). Nothing is clamped or
+rounded silently: a bad value is a ValueError whose message names the control and its range, and
+the UI shows it as is. EntropyCache's own controls come from its declared parameters
+(core/policies/params.py); the decode controls are the app's.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
-from core.policies import POLICIES, CachePolicy, make_policy
-from core.policies.entropy import DEFAULT_K, DEFAULT_TAU
+from core.policies import POLICIES, CachePolicy, Param, make_policy
 
 MAX_PROMPT_CHARS = 2000
 OURS = "entropy"  # the policy of the right-hand panel; the left-hand one is the visitor's pick
@@ -28,12 +30,30 @@ class Bound:
     integer: bool = False
     info: str = ""
 
+    @property
+    def range(self) -> str:
+        return f"from {number_text(self.low)} to {number_text(self.high)}"
+
+    def allowed(self) -> str:
+        """The allowed values, in words: 'a whole number from 0 to 64'."""
+        return f"{'a whole number' if self.integer else 'a number'} {self.range}"
+
+
+def number_text(value: float) -> str:
+    """A number as a visitor would write it: 2147483647 in full (not 2.14748e+09), 0.5 as 0.5."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 2**63 else f"{value:g}"
+
+
+def _declared(p: Param) -> Bound:
+    """A control for one of EntropyCache's parameters: label, help, slider range and default as core declares them."""
+    low, high = p.slider_range
+    return Bound(f"{p.name} ({POLICIES[OURS].__name__})", low, high, p.default, integer=p.kind is int, info=p.help)
+
 
 BOUNDS: dict[str, Bound] = {
-    "tau": Bound("tau (entropy threshold, nats)", 0.0, 12.0, DEFAULT_TAU, info="above it: full recompute next step"),
-    "k": Bound("k (recent rows recomputed)", 0, 64, DEFAULT_K, integer=True),
-    "gen_len": Bound("gen length", 1, 512, 64, integer=True, info="tokens generated"),
-    "block_len": Bound("block length", 1, 512, 32, integer=True, info="must divide gen length"),
+    **{p.name: _declared(p) for p in POLICIES[OURS].parameters},  # tau, k
+    "gen_len": Bound("gen length", 1, 512, DEFAULT_GEN_LEN, integer=True, info="tokens generated"),
+    "block_len": Bound("block length", 1, 512, DEFAULT_BLOCK_LEN, integer=True, info="must divide gen length"),
     "steps": Bound("steps", 0, 512, 0, integer=True, info="0: one token per step; must be 0 with a threshold"),
     "threshold": Bound("parallel-decoding threshold", 0.0, 1.0, 0.0, info="0: off; else unmask all above it"),
     "temperature": Bound("temperature", 0.0, 2.0, 0.0, info="0: greedy"),
@@ -80,16 +100,19 @@ class RunParams:
 
 
 def check_number(name: str, value: object) -> float | int:
-    """The value of control `name` if it is a finite number inside its bounds, else ValueError."""
+    """The value of control `name` if it is a finite number inside its bounds, else ValueError naming
+    the control and what it allows."""
     b = BOUNDS[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{b.label} must be a number, got {value!r}")
+        whole = " (a whole one)" if b.integer else ""
+        raise ValueError(f"{b.label} must be a number {b.range}{whole}, got {value!r}")
     if not math.isfinite(value):
-        raise ValueError(f"{b.label} must be a finite number, got {value!r}")
+        raise ValueError(f"{b.label} must be a finite number {b.range}, got {value!r}")
     if b.integer and not float(value).is_integer():
-        raise ValueError(f"{b.label} must be a whole number, got {value!r}")
+        raise ValueError(f"{b.label} must be a whole number {b.range}, got {value!r}")
     if not b.low <= value <= b.high:
-        raise ValueError(f"{b.label} must be between {b.low:g} and {b.high:g}, got {value:g}")
+        low, high, got = number_text(b.low), number_text(b.high), number_text(value)
+        raise ValueError(f"{b.label} must be between {low} and {high}, got {got}")
     return int(value) if b.integer else float(value)
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from core.events import StepEvent
 
+DEFAULT_THROTTLE_S = 0.25  # at most ~4 renders a second: plotting must not slow the decoders down
+
 
 @dataclass
 class Lane:
@@ -42,11 +44,6 @@ class Snapshot:
     lanes: tuple[Lane, ...]  # copies: a snapshot never changes after it is yielded
     stepped: int  # index of the lane that took the latest step
     finished: bool  # every lane is done
-
-    @property
-    def clock(self) -> float:
-        """The shared clock: how far the race has got, in compute seconds."""
-        return min((lane.clock for lane in self.lanes if not lane.done), default=max(la.clock for la in self.lanes))
 
 
 def _copy(lane: Lane) -> Lane:

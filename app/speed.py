@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 
+from app.banner import banner
 from app.race import Lane
 
 SUMMARY_HEADERS = ["side", "policy", "steps", "full steps", "rows computed", "compute s", "tokens", "tokens/s",
@@ -60,7 +61,7 @@ def banner_html(base: Lane, ours: Lane, message: str = "") -> str:
     else:
         text = f"Live speedup: <b>{s:.2f}x</b> (decode rate, measured compute time)"
     extra = f" <span class='ec-note'>{html.escape(message)}</span>" if message else ""
-    return f'<div class="ec-banner">{text}{extra}</div>'
+    return banner(f"{text}{extra}")
 
 
 def summary_rows(base: Lane, ours: Lane, policies: tuple[str, str]) -> list[list]:
@@ -74,8 +75,6 @@ def summary_rows(base: Lane, ours: Lane, policies: tuple[str, str]) -> list[list
 
 
 CSS = """
-.ec-banner { font-size: 18px; padding: 8px 12px; border-radius: 8px; background: #eef3ff; border: 1px solid #c9d6f5; }
-.ec-note { font-size: 13px; color: #555; }
 .ec-speed { border: 1px solid #ddd; border-radius: 8px; padding: 6px 10px; }
 .ec-speed.ec-first { border-color: #2ca02c; box-shadow: 0 0 0 2px #2ca02c33; }
 .ec-speed-title { font-weight: 600; margin-bottom: 4px; }

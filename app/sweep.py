@@ -1,4 +1,4 @@
-"""The Sweep tab's logic: validate a tau x k sweep request, then run it decode by decode.
+"""The Sweep tab's logic: validate a tau x k sweep request, run it decode by decode, read a picked point.
 
 A sweep is core.bench's: the exact decoder and EntropyCache at every (tau, k) of the grid decode the
 same held-out word problems, interleaved, and each point is a bench row (speedup, accuracy,
@@ -8,11 +8,12 @@ anything; nothing is clamped silently. No gradio here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from app.params import BOUNDS, check_number
+from app.params import BOUNDS, check_number, number_text
 from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
 from core.task import make_split
@@ -72,9 +73,9 @@ def parse_sweep(
     if model not in models:
         raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
     if isinstance(problems, bool) or not isinstance(problems, (int, float)) or not float(problems).is_integer():
-        raise ValueError(f"The number of problems must be a whole number, got {problems!r}.")
+        raise ValueError(f"The number of problems must be a whole number from 1 to {MAX_PROBLEMS}, got {problems!r}.")
     if not 1 <= problems <= MAX_PROBLEMS:
-        raise ValueError(f"The number of problems must be between 1 and {MAX_PROBLEMS}, got {problems:g}.")
+        raise ValueError(f"The number of problems must be between 1 and {MAX_PROBLEMS}, got {number_text(problems)}.")
     params = SweepParams(
         model=str(model),
         taus=parse_list(taus, "tau", MAX_TAUS),
@@ -92,6 +93,22 @@ def parse_sweep(
     except ValueError as e:
         raise ValueError(f"These controls do not fit together: {e}.") from None
     return params
+
+
+def parse_point(value: object) -> tuple[float, int]:
+    """'[tau, k, ...]' as the page sends it -> (tau, k), each checked against its bounds."""
+    data = None
+    if isinstance(value, str) and len(value) < 200:
+        try:
+            data = json.loads(value)
+        except json.JSONDecodeError:
+            pass  # said below, in words a visitor can act on: not the parser's
+    if not isinstance(data, list) or len(data) < 2:
+        tau, k = BOUNDS["tau"], BOUNDS["k"]
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+        raise ValueError(f"A picked point must be [tau, k], with tau {tau.allowed()} and k {k.allowed()}; "
+                         f"got {shown}.")
+    return check_number("tau", data[0]), check_number("k", data[1])
 
 
 def sweep_snapshots(

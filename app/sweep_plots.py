@@ -12,6 +12,7 @@ import html
 
 import plotly.graph_objects as go
 
+from app.banner import banner
 from app.plots import MARGIN
 from core.bench import Progress
 
@@ -85,5 +86,4 @@ def sweep_table(rows: list[dict]) -> list[list]:
 def progress_html(p: Progress, n_problems: int, label: str = "Sweep") -> str:
     """A progress bar over the sweep's decodes (the warm-up's included), and the problems done."""
     text = f"{html.escape(label)}: {p.decodes} of {p.total} decodes, {p.problems} of {n_problems} problems done"
-    return (f'<div class="ec-banner">{text} <progress id="sweep-progress" value="{p.decodes}" '
-            f'max="{p.total}"></progress></div>')
+    return banner(f'{text} <progress id="sweep-progress" value="{p.decodes}" max="{p.total}"></progress>')

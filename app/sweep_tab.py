@@ -9,18 +9,16 @@ against the bounds like any other input; a table row is looked up in the session
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gradio as gr
 import pandas as pd
 
-from app.controls import bounded_slider
-from app.gpu import free_memory, on_gpu
-from app.params import check_number
-from app.runs import closed_after, session_run
-from app.sessions import StopFlag
+from app.banner import banner
+from app.context import AppContext
+from app.controls import bounded_slider, raw_slider, wire_run
+from app.runner import TabRunner, TabView
 from app.sweep import (
     DEFAULT_KS,
     DEFAULT_PROBLEMS,
@@ -29,16 +27,18 @@ from app.sweep import (
     MAX_PROBLEMS,
     MAX_TAUS,
     SweepParams,
+    parse_point,
     parse_sweep,
     sweep_snapshots,
 )
 from app.sweep_plots import METRICS, TABLE_HEADERS, pareto_figure, progress_html, sweep_table
+from core.bench import Progress
 
-STOPPED = '<div class="ec-banner">Stopped.</div>'
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
+SWEEP_OOM = "Out of GPU memory: try a shorter gen length."
 INTRO = f"""### Tune tau by looking
 The exact decoder and EntropyCache at every (tau, k) you list decode the same held-out word problems,
-interleaved, exactly as `python -m core.bench` does; each point is one setting's measured speedup
+interleaved, exactly as `python -m core bench` does; each point is one setting's measured speedup
 against its accuracy (or its token agreement with the exact decoder). Points on the dotted Pareto front
 are the settings worth choosing between. **Click a point** (or a table row) to load its tau and k into
 the Race and Drift tabs. Up to {MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} problems."""
@@ -77,66 +77,61 @@ class SweepResult:
     selected: tuple[float, int] | None = None
 
 
-class SweepHandlers:
-    def __init__(self, race) -> None:
-        """`race`: the race's app.ui.Handlers, whose registry, run board and warm-up this tab shares."""
-        self.race = race
-        self.gpu_snapshots = on_gpu(self.snapshots, SWEEP_GPU_DURATION_S)  # decorated once, at build time
+class SweepView(TabView):
+    """One sweep as the tab's outputs: banner, plot, table, state. The plot and table are redrawn only
+    when a problem has finished (the points move only then); the end repeats the whole result."""
 
-    def snapshots(self, params: SweepParams, stop: StopFlag | None = None):
-        """The decoding half of a sweep (on a GPU it holds the GPU): core.bench.Progress out, no figures."""
-        model, tokenizer = self.race.load_warm(params.model)
-        should_stop = stop.is_set if stop is not None else (lambda: False)
-        try:
-            yield from sweep_snapshots(model, tokenizer, params, should_stop)
-        finally:
-            free_memory()
+    n_outputs = 4
+
+    def __init__(self, params: SweepParams, metric: str) -> None:
+        self.params, self.metric = params, metric
+        self.label = params.model
+        self.shown = 0  # problems drawn so far
+        self.last: Progress | None = None
+        self.drawn: tuple | None = None
+
+    def start(self, model, tokenizer) -> tuple[tuple, tuple]:
+        return (banner("Warming up..."), None, None, None), (self.params,)
+
+    def show(self, progress: Progress) -> tuple:
+        self.last = progress
+        status = progress_html(progress, self.params.problems)
+        if progress.problems == self.shown:
+            return status, gr.skip(), gr.skip(), gr.skip()
+        self.shown = progress.problems
+        self.drawn = (pareto_figure(progress.rows, self.metric), _frame(progress.rows),
+                      SweepResult(self.params, progress.rows))
+        return status, *self.drawn
+
+    def end(self) -> tuple | None:
+        """The whole result again, under the final banner: an API client's answer."""
+        if self.drawn is None or self.last.decodes != self.last.total:
+            return None
+        n = self.params.problems
+        return banner(DONE.format(n=n, s="s" * (n != 1))), *self.drawn
+
+
+class SweepTab:
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+        self.runner = TabRunner(ctx, sweep_snapshots, SWEEP_GPU_DURATION_S, SWEEP_OOM)
 
     def run(
         self, model: str, taus: str, ks: str, problems: float, gen_len: float, block_len: float, steps: float,
         threshold: float, metric: str, request: gr.Request = None,
     ) -> Iterator[tuple]:
         """Validate, then stream the sweep: banner, plot, table, state after each decode."""
-        try:
+
+        def validate() -> SweepView:
             params = parse_sweep(model, taus, ks, problems, gen_len, block_len, steps, threshold,
-                                 models=self.race.registry.labels)
-        except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from None
-        metric = _metric(metric)
-        stopped = (STOPPED, gr.skip(), gr.skip(), gr.skip())
-        yield from session_run(self.race.board, request, lambda flag: self._stream(params, metric, flag), stopped,
-                               "Out of GPU memory: try a shorter gen length.")
+                                 models=self.ctx.registry.labels)
+            return SweepView(params, _metric(metric))
 
-    def _stream(self, params: SweepParams, metric: str, flag: StopFlag) -> Iterator[tuple]:
-        registry = self.race.registry
-        choice = registry.choice(params.model)
-        if not registry.is_loaded(params.model):
-            yield (f'<div class="ec-banner">Loading {choice.label} (the first run of a model takes a while)...</div>',
-                   gr.skip(), gr.skip(), gr.skip())
-        registry.get(params.model)
-        yield '<div class="ec-banner">Warming up...</div>', None, None, None
-        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
-        shown, last, drawn = 0, None, None
-        with closed_after(run(params, flag)) as snapshots:
-            for last in snapshots:
-                banner = progress_html(last, params.problems)
-                if last.problems == shown:  # no new problem finished: the points have not moved
-                    yield banner, gr.skip(), gr.skip(), gr.skip()
-                    continue
-                shown = last.problems
-                drawn = (pareto_figure(last.rows, metric), _frame(last.rows), SweepResult(params, last.rows))
-                yield banner, *drawn
-        if drawn is not None and last.decodes == last.total:  # the whole result again: an API client's answer
-            done = DONE.format(n=params.problems, s="s" * (params.problems != 1))
-            yield f'<div class="ec-banner">{done}</div>', *drawn
-
-    def stop(self, request: gr.Request = None) -> str:
-        self.race.board.cancel(getattr(request, "session_hash", None))
-        return STOPPED
+        yield from self.runner.run(request, validate)
 
     def on_model(self, label: str) -> tuple[int, int]:
         """A model's own gen and block length."""
-        c = self.race.registry.choice(label)
+        c = self.ctx.registry.choice(label)
         return c.gen_len, c.block_len
 
     def redraw(self, metric: str, result: SweepResult | None):
@@ -148,11 +143,8 @@ class SweepHandlers:
     def pick_point(self, value: str, metric: str, result: SweepResult | None) -> tuple:
         """A clicked point: '[tau, k, nonce]' from SWEEP_JS, checked like any other input."""
         try:
-            data = json.loads(value) if isinstance(value, str) and len(value) < 200 else None
-            if not isinstance(data, list) or len(data) < 2:
-                raise ValueError(f"A picked point must be [tau, k], got {value!r}.")
-            tau, k = check_number("tau", data[0]), check_number("k", data[1])
-        except (ValueError, TypeError, json.JSONDecodeError) as e:
+            tau, k = parse_point(value)
+        except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
         return self._load(tau, k, metric, result)
 
@@ -189,10 +181,11 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(sweep_table(rows), columns=TABLE_HEADERS)
 
 
-def build_sweep_tab(race, registry, load_into: list[gr.Slider]) -> SweepHandlers:
+def build_sweep_tab(ctx: AppContext, load_into: list[gr.Slider]) -> None:
     """The tab's layout and events (call inside a gr.Tab). load_into: the sliders a picked point sets,
     in the order race tau, race k, drift tau, drift k."""
-    s = SweepHandlers(race)
+    tab = SweepTab(ctx)
+    registry = ctx.registry
     first = registry.choice(registry.labels[0])
     gr.Markdown(INTRO)
     with gr.Row():
@@ -201,7 +194,7 @@ def build_sweep_tab(race, registry, load_into: list[gr.Slider]) -> SweepHandlers
             ks = gr.Textbox(DEFAULT_KS, label="k values (comma separated)", elem_id="sweep-ks")
         with gr.Column(scale=2):
             model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            problems = gr.Slider(1, MAX_PROBLEMS, value=DEFAULT_PROBLEMS, step=1, label="held-out word problems",
+            problems = raw_slider(1, MAX_PROBLEMS, value=DEFAULT_PROBLEMS, step=1, label="held-out word problems",
                                  elem_id="sweep-ctl-problems")
             with gr.Row():
                 run = gr.Button("Run sweep", variant="primary", elem_id="sweep-run-btn")
@@ -211,7 +204,7 @@ def build_sweep_tab(race, registry, load_into: list[gr.Slider]) -> SweepHandlers
             defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
             decoding = [bounded_slider(name, defaults.get(name), "sweep-") for name in
                         ("gen_len", "block_len", "steps", "threshold")]
-    banner = gr.HTML('<div class="ec-banner">Press Run sweep to start.</div>', elem_id="sweep-banner")
+    status = gr.HTML(banner("Press Run sweep to start."), elem_id="sweep-banner")
     metric = gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric")
     plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
     loaded = gr.Markdown(elem_id="sweep-loaded")
@@ -219,14 +212,10 @@ def build_sweep_tab(race, registry, load_into: list[gr.Slider]) -> SweepHandlers
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
     state = gr.State(None)
 
-    cancel_old = run.click(race.cancel_previous, None, None, queue=False, trigger_mode="multiple",
-                           api_visibility="private")
-    run_event = cancel_old.then(s.run, [model, taus, ks, problems, *decoding, metric], [banner, plot, table, state],
-                                api_name="sweep", trigger_mode="multiple")
-    stop.click(s.stop, None, banner, queue=False, cancels=[run_event], api_visibility="private")
-    model.change(s.on_model, model, decoding[:2], api_visibility="private")
-    metric.change(s.redraw, [metric, state], plot, queue=False, api_visibility="private")
+    wire_run(run, stop, ctx, tab.run, [model, taus, ks, problems, *decoding, metric], [status, plot, table, state],
+             "sweep", status)
+    model.change(tab.on_model, model, decoding[:2], api_visibility="private")
+    metric.change(tab.redraw, [metric, state], plot, queue=False, api_visibility="private")
     picked = [*load_into, loaded, plot, state]
-    pick.change(s.pick_point, [pick, metric, state], picked, queue=False, api_name="sweep_pick")
-    table.select(s.pick_row, [metric, state], picked, queue=False, api_visibility="private")
-    return s
+    pick.change(tab.pick_point, [pick, metric, state], picked, queue=False, api_name="sweep_pick")
+    table.select(tab.pick_row, [metric, state], picked, queue=False, api_visibility="private")

@@ -10,7 +10,7 @@ from core.decoder import DecodeConfig, decode, generate
 from core.events import StepEvent, Totals
 from core.loading import chat_prompt_ids, load_model
 from core.model import DiffusionTransformer
-from core.policies import POLICIES, CachePolicy, Outcome, Plan, StepContext, make_policy, register
+from core.policies import POLICIES, CachePolicy, Outcome, Param, Plan, StepContext, make_policy, register
 
 __all__ = [
     "POLICIES",
@@ -19,6 +19,7 @@ __all__ = [
     "DiffusionTransformer",
     "ModelConfig",
     "Outcome",
+    "Param",
     "Plan",
     "StepContext",
     "StepEvent",

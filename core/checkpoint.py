@@ -22,7 +22,6 @@ def save_own_model(
     tokenizer,
     out: Path,
     dtype: torch.dtype = torch.bfloat16,
-    decode_defaults: dict | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
@@ -33,8 +32,7 @@ def save_own_model(
         "model_type": OWN_MODEL_TYPE,
         "architectures": ["DiffusionTransformer"],
         "torch_dtype": str(dtype).removeprefix("torch."),
-        **model.config.to_dict(),
-        "decode_defaults": decode_defaults or {},
+        **model.config.to_dict(),  # decode defaults (gen_len, block_len) included
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.save_pretrained(out)

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+# How a checkpoint that does not say otherwise is decoded: LLaDA's defaults (gen 128, block 32).
+DEFAULT_GEN_LEN = 128
+DEFAULT_BLOCK_LEN = 32
+
 
 @dataclass
 class ModelConfig:
@@ -29,6 +33,10 @@ class ModelConfig:
     # Dream was adapted from an autoregressive model: the logits for position i come out of row i-1.
     logit_shift: int = 0
     family: str = "own"
+    # The response and block length this model is decoded with unless told otherwise: the one
+    # source of the CLI's, the bench's and the app's defaults (core.decoder.DecodeConfig.for_model).
+    gen_len: int = DEFAULT_GEN_LEN
+    block_len: int = DEFAULT_BLOCK_LEN
 
     def __post_init__(self) -> None:
         if self.n_kv_heads is None:
@@ -42,6 +50,8 @@ class ModelConfig:
             raise ValueError("head dimension must be even for rotary embeddings")
         if self.logit_shift not in (0, 1):
             raise ValueError(f"logit_shift must be 0 or 1, got {self.logit_shift}")
+        if not (0 < self.block_len <= self.gen_len and self.gen_len % self.block_len == 0):
+            raise ValueError(f"default gen_len {self.gen_len} must be a multiple of block_len {self.block_len}")
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} outside vocabulary of {self.vocab_size}")
 

@@ -12,12 +12,13 @@ import operator
 import time
 from array import array
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 
-from core.diagnostics import kv_drift, row_change
+from core.config import ModelConfig
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
@@ -58,6 +59,18 @@ class DecodeConfig:
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
+    @classmethod
+    def for_model(
+        cls, model_config: ModelConfig, gen_len: int | None = None, block_len: int | None = None, **settings
+    ) -> DecodeConfig:
+        """A config whose gen and block length default (when None) to the model's own decode defaults
+        (ModelConfig.gen_len, block_len); `settings` are the other fields. The CLI, bench and app use it."""
+        return cls(
+            gen_len=model_config.gen_len if gen_len is None else gen_len,
+            block_len=model_config.block_len if block_len is None else block_len,
+            **settings,
+        )
+
     @property
     def steps_per_block(self) -> int:
         return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
@@ -67,7 +80,8 @@ def _is_real(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for the device (a no-op on CPU): timings must include the work they time."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -88,17 +102,32 @@ def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch
     return ids
 
 
+StepHook = Callable[[torch.Tensor, KVCache, StepContext], dict]
+
+
+class _Step(NamedTuple):
+    """What one step computed, before the loop adds the tokens, totals and flags of its event."""
+
+    plan: Plan
+    rows: list[int] | None  # None: every row
+    unmasked: tuple[int, ...]
+    tokens: list[int]
+    entropies: tuple[float, ...]
+    compute_s: float
+    decision_s: float
+
+
 def decode(
     model: DiffusionTransformer,
     prompt_ids: Sequence[int] | torch.Tensor,
     policy: CachePolicy,
     config: DecodeConfig = DecodeConfig(),
-    probe: bool = False,
+    before_step: StepHook | None = None,
 ) -> Iterator[StepEvent]:
     """Decode one prompt; yield a StepEvent per step, the last one with done=True and the totals.
 
-    probe=True also measures, each step, the cache's drift and each token's K/V volatility (see
-    core/diagnostics.py) with an extra full forward that is not counted in the step's time."""
+    before_step(tokens, cache, ctx), if given, runs before each step, outside its timing, and returns
+    fields for that step's event (core.diagnostics.Probe measures the cache's drift this way)."""
     config.validate()
     prompt = _check_prompt(model, prompt_ids, config.gen_len)
     cfg = model.config
@@ -115,7 +144,6 @@ def decode(
     totals = Totals()
     n_blocks = config.gen_len // config.block_len
 
-    probe_state = _Probe(model, length) if probe else None
     step = 0
     for block in range(n_blocks):
         start = p + block * config.block_len
@@ -123,25 +151,37 @@ def decode(
         schedule = transfer_schedule(config.block_len, config.steps_per_block)
         block_step = 0
         while block_masked := tuple(start + i for i, t in enumerate(x[start:end].tolist()) if t == mask_id):
-            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, decode_order)
+            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, tuple(decode_order))
+            measured = before_step(x, cache, ctx) if before_step else {}
             n_transfer = None if config.threshold is not None else schedule[block_step]
-            measured = probe_state.measure(x, cache, step) if probe_state else {}
-            event = replace(_step(model, x, cache, ctx, policy, n_transfer, config, generator), **measured)
-            decode_order.extend(event.unmasked)
-            if probe_state:
-                probe_state.unmasked_at.update((pos, step) for pos in event.unmasked)
+            result = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
+            decode_order.extend(result.unmasked)
             done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
-            totals.steps += 1
-            totals.full_steps += event.full
-            totals.rows_computed += sum(event.layer_rows)
-            totals.rows_full += length * cfg.n_layers
-            totals.compute_s += event.compute_s
-            totals.decision_s += event.decision_s
             response = x[p:].tolist()
+            n_rows = length if result.rows is None else len(result.rows)
+            totals += Totals(1, int(result.rows is None), n_rows * cfg.n_layers, length * cfg.n_layers,
+                             result.compute_s, result.decision_s)
             totals.tokens = _n_generated(response, mask_id, eos)
-            last = done or (block == n_blocks - 1 and mask_id not in response)
-            block_done = mask_id not in response[start - p : end - p]
-            yield replace(event, tokens=response, totals=replace(totals), done=last, block_done=block_done)
+            yield StepEvent(
+                step=step,
+                block=block,
+                prompt_len=p,
+                tokens=response,
+                unmasked=list(result.unmasked),
+                unmasked_tokens=result.tokens,
+                entropies=list(result.entropies),
+                max_entropy=max(result.entropies, default=0.0),
+                full=result.rows is None,
+                reason=result.plan.reason,
+                rows=list(range(length)) if result.rows is None else result.rows,
+                layer_rows=[n_rows] * cfg.n_layers,
+                compute_s=result.compute_s,
+                decision_s=result.decision_s,
+                totals=replace(totals),
+                done=done or (block == n_blocks - 1 and mask_id not in response),
+                block_done=mask_id not in response[start - p : end - p],
+                **measured,
+            )
             step += 1
             block_step += 1
             if done:
@@ -158,9 +198,9 @@ def _step(
     n_transfer: int | None,
     config: DecodeConfig,
     generator: torch.Generator,
-) -> StepEvent:
+) -> _Step:
     device = x.device
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     plan = policy.plan(ctx)
     t_plan = time.perf_counter() - t0
@@ -180,29 +220,12 @@ def _step(
     unmasked = tuple(ctx.block_masked[i] for i in picked.tolist())
     x[_index(unmasked, device)] = tokens
 
-    _sync(device)  # on GPU the forward runs asynchronously: bill its wait to the model, not the decision
+    sync(device)  # on GPU the forward runs asynchronously: bill its wait to the model, not the decision
     t1 = time.perf_counter()
     entropies = tuple(entropy(probs).tolist())
     policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
     t_end = time.perf_counter()
-
-    n_rows = ctx.length if rows is None else len(rows)
-    return StepEvent(
-        step=ctx.step,
-        block=ctx.block,
-        prompt_len=ctx.prompt_len,
-        tokens=[],
-        unmasked=list(unmasked),
-        unmasked_tokens=tokens.tolist(),
-        entropies=list(entropies),
-        max_entropy=max(entropies, default=0.0),
-        full=rows is None,
-        reason=plan.reason,
-        rows=list(range(ctx.length)) if rows is None else rows,
-        layer_rows=[n_rows] * model.config.n_layers,
-        compute_s=t_end - t0,
-        decision_s=t_plan + (t_end - t1),
-    )
+    return _Step(plan, rows, unmasked, tokens.tolist(), entropies, t_end - t0, t_plan + (t_end - t1))
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
@@ -223,28 +246,6 @@ def _index(positions: Sequence[int], device: torch.device) -> torch.Tensor:
     if not positions:  # frombuffer refuses an empty buffer
         return torch.empty(0, dtype=torch.long, device=device)
     return torch.frombuffer(array("q", positions), dtype=torch.long).to(device)
-
-
-class _Probe:
-    """Fresh K/V of every row at the start of each step, for drift and volatility (diagnostics)."""
-
-    def __init__(self, model: DiffusionTransformer, length: int) -> None:
-        self.model, self.length = model, length
-        self.previous = None
-        self.unmasked_at: dict[int, int] = {}
-
-    @torch.no_grad()
-    def measure(self, x: torch.Tensor, cache, step: int) -> dict:
-        fresh = self.model.new_cache(1, self.length)
-        self.model(x[None], fresh, None, x.new_zeros(1))  # K/V of every row; one logit row, unused
-        out = {}
-        if step > 0:  # before the first step there is no cache to be stale
-            out["drift_cos"], out["drift_l2"] = kv_drift(cache, fresh)
-        if self.previous is not None:
-            change = row_change(self.previous, fresh).tolist()
-            out["volatility"] = [[step - s, change[pos]] for pos, s in sorted(self.unmasked_at.items())]
-        self.previous = fresh
-        return out
 
 
 def _finish_at_eos(x: torch.Tensor, p: int, mask_id: int, eos: set[int]) -> bool:

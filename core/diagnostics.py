@@ -8,8 +8,9 @@
 2. Volatility: how much a token's fresh K/V still changes from one step to the next, as a
    function of how many steps ago it was unmasked: the curve behind recomputing the k most recent.
 
-`decode(..., probe=True)` fills the event fields these read; it costs one extra full forward per
-step, which is kept out of the step's compute time.
+`decode(..., before_step=Probe(model))` fills the event fields these read; it costs one extra full
+forward per step, which runs before the step's timing starts and so is not in its compute time.
+`drift_report` pools both over many problems (`python -m core bench --drift`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,40 @@ from collections import defaultdict
 
 import torch
 
+from core.decoder import DecodeConfig, decode
 from core.kv_cache import KVCache
+from core.loading import chat_prompt_ids
+from core.model import DiffusionTransformer
+from core.policies import StepContext, make_policy
+
+
+class Probe:
+    """A decode hook: fresh K/V of every row at the start of each step, against the cache (drift) and
+    against the fresh K/V of the step before (volatility). One per decode."""
+
+    def __init__(self, model: DiffusionTransformer) -> None:
+        self.model = model
+        self.previous: KVCache | None = None
+        self.seen: torch.Tensor | None = None  # the tokens at the previous call
+        self.unmasked_at: dict[int, int] = {}
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor, cache: KVCache, ctx: StepContext) -> dict:
+        if self.seen is not None:  # positions unmasked since the last call were unmasked by the step before
+            mask_id = self.model.config.mask_token_id
+            for pos in ((self.seen == mask_id) & (x != mask_id)).nonzero().flatten().tolist():
+                self.unmasked_at[pos] = ctx.step - 1
+        self.seen = x.clone()
+        fresh = self.model.new_cache(1, cache.length)
+        self.model(x[None], fresh, None, x.new_zeros(1))  # K/V of every row; one logit row, unused
+        out = {}
+        if ctx.step > 0:  # before the first step there is no cache to be stale
+            out["drift_cos"], out["drift_l2"] = kv_drift(cache, fresh)
+        if self.previous is not None:
+            change = row_change(self.previous, fresh).tolist()
+            out["volatility"] = [[ctx.step - s, change[pos]] for pos, s in sorted(self.unmasked_at.items())]
+        self.previous = fresh
+        return out
 
 
 def kv_drift(stale: KVCache, fresh: KVCache) -> tuple[list[float], list[float]]:
@@ -111,3 +145,24 @@ def volatility_curve(events: list) -> dict[int, float]:
             sums[int(age)] += change
             counts[int(age)] += 1
     return {age: sums[age] / counts[age] for age in sorted(sums)}
+
+
+def drift_report(model, tokenizer, prompts: list[str], policy: str, params: dict, config: DecodeConfig) -> dict:
+    """Observations 1 and 2 pooled over prompts, each decoded by `policy` with a Probe: the
+    entropy-vs-drift correlations and the volatility curve."""
+    events_all, pairs = [], {"entropy": [], "drift_cos": [], "drift_l2": []}
+    for prompt in prompts:
+        ids = chat_prompt_ids(tokenizer, prompt)
+        events = list(decode(model, ids, make_policy(policy, **params), config, before_step=Probe(model)))
+        one = drift_vs_entropy(events)
+        for key in pairs:
+            pairs[key] += one[key]
+        events_all += events
+    return {
+        "n_pairs": len(pairs["entropy"]),
+        "pearson_cos": pearson(pairs["entropy"], pairs["drift_cos"]),
+        "spearman_cos": spearman(pairs["entropy"], pairs["drift_cos"]),
+        "pearson_l2": pearson(pairs["entropy"], pairs["drift_l2"]),
+        "spearman_l2": spearman(pairs["entropy"], pairs["drift_l2"]),
+        "volatility": volatility_curve(events_all),
+    }

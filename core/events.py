@@ -5,7 +5,7 @@ Events are plain data (lists and floats), so the app and the bench only read the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 
 @dataclass
@@ -17,6 +17,12 @@ class Totals:
     compute_s: float = 0.0  # model forward + token choice + decision, device-synchronised
     decision_s: float = 0.0  # the policy's share: plan, observe, entropies of decoded tokens
     tokens: int = 0  # generated tokens before the first end-of-text
+
+    def __iadd__(self, other: Totals) -> Totals:
+        """Add another run's (or step's) totals field by field."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        return self
 
     @property
     def rows_fraction(self) -> float:
@@ -51,7 +57,7 @@ class StepEvent:
     totals: Totals = field(default_factory=Totals)  # running totals, including this step
     done: bool = False
     block_done: bool = False  # this step unmasked the last masked token of its block
-    # Filled only by decode(..., probe=True) (see core/diagnostics.py): the cache's drift at the
+    # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's drift at the
     # start of the step, per layer, and [steps since unmasked, K/V change since last step] per token.
     drift_cos: list[float] | None = None
     drift_l2: list[float] | None = None

@@ -50,5 +50,3 @@ class KVCache:
             self.k[layer].index_copy_(2, rows, k)
             self.v[layer].index_copy_(2, rows, v)
 
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)

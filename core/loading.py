@@ -20,6 +20,7 @@ from accelerate import dispatch_model, infer_auto_device_map, init_empty_weights
 from accelerate.utils import set_module_tensor_to_device
 from safetensors import safe_open
 
+from core.config import ModelConfig
 from core.families import Family, family_for
 from core.model import DiffusionTransformer
 
@@ -85,19 +86,28 @@ def load_tokenizer(folder: Path, family: Family):
     return cls.from_pretrained(folder, trust_remote_code=False)
 
 
+def read_config(folder: Path) -> tuple[ModelConfig, Family, dict]:
+    """A checkpoint folder's ModelConfig (its decode defaults included), its family and the raw
+    config.json, without loading weights or tokenizer. End-of-text ids the tokenizer adds are not in it."""
+    config_file = Path(folder) / "config.json"
+    if not config_file.exists():
+        raise ValueError(f"{folder} has no config.json")
+    raw = json.loads(config_file.read_text())
+    family = family_for(raw)
+    return family.config(raw, []), family, raw
+
+
 def load_model(
     name_or_path: str | os.PathLike | None = None,
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
     device_map: str | dict | None = None,
 ) -> tuple[DiffusionTransformer, object]:
-    """Load (model, tokenizer). dtype defaults to bfloat16 on GPU and float32 on CPU."""
+    """Load (model, tokenizer). dtype defaults to bfloat16 on GPU and float32 on CPU.
+
+    Everything known about the model (its shape, special ids, decode defaults) is `model.config`."""
     folder = resolve(name_or_path)
-    config_file = folder / "config.json"
-    if not config_file.exists():
-        raise ValueError(f"{folder} has no config.json")
-    raw = json.loads(config_file.read_text())
-    family = family_for(raw)
+    _, family, raw = read_config(folder)
     tokenizer = load_tokenizer(folder, family)
     end_ids = [i for i in (tokenizer.convert_tokens_to_ids(t) for t in family.end_tokens) if i is not None]
     end_ids = [i for i in end_ids if i != tokenizer.unk_token_id]
@@ -112,8 +122,6 @@ def load_model(
     _fill(model, _Shards(folder), family.sources(cfg), placement, dtype)
     if len({f"cuda:{d}" if isinstance(d, int) else str(d) for d in placement.values()}) > 1:
         model = dispatch_model(model, placement)
-    model.source = str(name_or_path or "embedded")
-    model.decode_defaults = raw.get("decode_defaults", {})
     return model.eval(), tokenizer
 
 
@@ -152,7 +160,7 @@ def _fill(model, shards: _Shards, sources: dict[str, list[str]], placement: dict
             if part not in shards.files:
                 raise ValueError(f"checkpoint lacks tensor {part!r} (needed for {name})")
         tensors = [shards.get(p) for p in parts]
-        for part, t, want in zip(parts, tensors, _part_shapes(name, len(parts), expected[name].shape, model.config)):
+        for part, t, want in zip(parts, tensors, part_shapes(name, len(parts), expected[name].shape, model.config)):
             if tuple(t.shape) != want:
                 raise ValueError(f"tensor {part!r} has shape {tuple(t.shape)}, but config.json implies {want}")
         value = torch.cat(tensors) if len(tensors) > 1 else tensors[0]
@@ -165,7 +173,7 @@ def _fill(model, shards: _Shards, sources: dict[str, list[str]], placement: dict
         model.lm_head.weight = model.embed.weight
 
 
-def _part_shapes(name: str, n_parts: int, shape: torch.Size, cfg) -> list[tuple[int, ...]]:
+def part_shapes(name: str, n_parts: int, shape: torch.Size, cfg) -> list[tuple[int, ...]]:
     """Shapes of the checkpoint tensors concatenated (along dim 0) into our parameter `name`."""
     rest = tuple(shape[1:])
     if n_parts == 1:
@@ -184,9 +192,54 @@ def answer_text(tokenizer, event) -> str:
 
 
 def chat_prompt_ids(tokenizer, text: str) -> list[int]:
-    """The prompt as the model was tuned to see it: the user turn in the chat template."""
-    if not text or not text.strip():
+    """The prompt as the model was tuned to see it: the user turn in the chat template.
+
+    A visitor's text is text: written special tokens ('<|mask|>', '<|eot_id|>') are tokenized as the
+    characters they are, never as the special tokens. Words the model cannot read (its tokenizer
+    maps them to the unknown token) are refused with a message naming them."""
+    if not isinstance(text, str) or not text.strip():
         raise ValueError("the prompt is empty")
-    out = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-    ids = out["input_ids"] if hasattr(out, "keys") else out
-    return [int(i) for i in ids]
+    unknown = unknown_words(tokenizer, text)
+    if unknown:
+        raise UnknownWordsError(unknown, len(tokenizer))
+    # The template is rendered around a placeholder and tokenized with special-token parsing; the
+    # text alone is tokenized without it. Every template puts a special token or a line break on
+    # either side of the content, so the pieces tokenize as the whole string would.
+    template = tokenizer.apply_chat_template(
+        [{"role": "user", "content": _PLACEHOLDER}], add_generation_prompt=True, tokenize=False
+    )
+    before, after = template.split(_PLACEHOLDER)
+    return [*_ids(tokenizer, before), *_ids(tokenizer, text, split_special_tokens=True), *_ids(tokenizer, after)]
+
+
+_PLACEHOLDER = "\x00CONTENT\x00"
+
+
+def _ids(tokenizer, text: str, split_special_tokens: bool = False) -> list[int]:
+    if not text:
+        return []
+    out = tokenizer(text, add_special_tokens=False, split_special_tokens=split_special_tokens)
+    return [int(i) for i in out["input_ids"]]
+
+
+class UnknownWordsError(ValueError):
+    """A prompt with words the model's tokenizer can only map to its unknown token."""
+
+    def __init__(self, words: list[str], vocab_size: int) -> None:
+        self.words = words
+        shown = ", ".join(repr(w) for w in words[:12]) + (", ..." if len(words) > 12 else "")
+        super().__init__(
+            f"the model does not know {len(words)} word{'s' * (len(words) != 1)} of the prompt: {shown}. "
+            f"It reads only the {vocab_size} tokens of its vocabulary: write the prompt in its words"
+        )
+
+
+def unknown_words(tokenizer, text: str) -> list[str]:
+    """The pieces of `text` this tokenizer can only map to its unknown token, each once, in order.
+    Empty for byte-level tokenizers (LLaDA's, Dream's), which can spell anything."""
+    unk = tokenizer.unk_token_id
+    if unk is None:
+        return []
+    enc = tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
+    words = [text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]) if i == unk]
+    return list(dict.fromkeys(words))

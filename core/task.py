@@ -107,3 +107,8 @@ def extract_answer(text: str) -> int | None:
     """The number after the last 'answer is' in a decoded response, or None."""
     found = re.findall(r"answer is (\d+)", text)
     return int(found[-1]) if found else None
+
+
+def example_prompt() -> str:
+    """A held-out problem, to show a person what the embedded model reads."""
+    return make_split("test", 1)[0].prompt

@@ -1,6 +1,6 @@
 """Train the embedded default model: a small masked diffusion LM on the word-problem task.
 
-    python -m core.train --out assets/wordproblems-diffusion --steps 6000 --minutes 57 --save-every 500
+    python -m core train --out assets/wordproblems-diffusion --steps 6000 --minutes 57 --save-every 500
 
 LLaDA's SFT recipe: the prompt is never masked; each response token (the worked answer followed by
 end-of-text padding up to gen_len) is masked with probability t ~ U(eps, 1), and the loss is the
@@ -159,8 +159,13 @@ def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args) -
             moments[f"{i}.exp_avg"], moments[f"{i}.exp_avg_sq"] = s["exp_avg"], s["exp_avg_sq"]
     save_file(moments, state_dir / "optimizer.safetensors")
     (state_dir / "state.json").write_text(
-        json.dumps({"step": step, "elapsed_s": elapsed_s, "args": vars(args)}, indent=1)
+        json.dumps({"step": step, "elapsed_s": elapsed_s, "args": _flags(args)}, indent=1)
     )
+
+
+def _flags(args: argparse.Namespace) -> dict:
+    """The training flags' values (the command line also keeps its own entries in the namespace)."""
+    return {k: v for k, v in vars(args).items() if isinstance(v, int | float | str | bool | None)}
 
 
 def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
@@ -178,8 +183,8 @@ def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
     return step, state.get("elapsed_s", 0.0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The training flags (`python -m core train`, core/cli.py)."""
     ap.add_argument("--out", default="assets/wordproblems-diffusion")
     ap.add_argument("--state", default="runs/train-state", help="where resumable training state is kept")
     ap.add_argument("--resume", action="store_true")
@@ -197,7 +202,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--number-init", type=float, default=0.5, help="value-feature share of number embeddings at init")
     ap.add_argument("--drills", type=float, default=0.25, help="share of batch rows that are arithmetic drills")
     ap.add_argument("--save-every", type=int, default=200)
-    args = ap.parse_args(argv)
+
+
+def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Train as the flags say; bad numbers are `ap.error` (exit 2) before anything is built."""
     _check_args(ap, args)
 
     torch.manual_seed(args.seed)
@@ -215,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
             mask_token_id=tokenizer.mask_token_id,
             eos_token_ids=(tokenizer.eos_token_id,),
             max_seq_len=512,
+            gen_len=GEN_LEN,
+            block_len=32,
         )
     except ValueError as e:  # e.g. --dim not divisible by --heads
         ap.error(str(e))
@@ -260,8 +270,9 @@ def main(argv: list[str] | None = None) -> None:
             save_state(state_dir, model, opt, done, time.monotonic() - t0, args)
     save_state(state_dir, model, opt, done, time.monotonic() - t0, args)
     print(f"trained {done} steps in {(time.monotonic() - t0) / 60:.1f} minutes")
-    save_own_model(model, tokenizer, Path(args.out), decode_defaults={"gen_len": GEN_LEN, "block_len": 32})
+    save_own_model(model, tokenizer, Path(args.out))
     print(f"saved {args.out}")
+    return 0
 
 
 def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -283,6 +294,3 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every row a drill
             ap.error(f"{flag} must be a share in [0, 1], got {share:g}")
 
-
-if __name__ == "__main__":
-    main()

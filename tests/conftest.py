@@ -58,18 +58,19 @@ def gpu_registry(registry, monkeypatch):
     from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 
     monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
-    return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, ("x",))])
+    examples = registry.choice(EMBEDDED_LABEL).examples  # the warm-up decodes the first: the model must read it
+    return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)])
 
 
-def fake_zero_gpu(handlers) -> list[tuple]:
-    """Route handlers.gpu_snapshots through a pickle round trip of its arguments, as spaces.GPU hands
-    them to its forked worker; returns the list of argument tuples the 'worker' received."""
+def fake_zero_gpu(runner) -> list[tuple]:
+    """Route a tab runner's gpu_snapshots (app/runner.py) through a pickle round trip of its arguments,
+    as spaces.GPU hands them to its forked worker; returns the list of argument tuples the 'worker' received."""
     sent = []
 
     def gpu_snapshots(*args):
         sent.append(pickle.loads(pickle.dumps(args)))
-        return handlers.snapshots(*sent[-1])
+        return runner.snapshots(*sent[-1])
 
-    handlers.gpu_snapshots = gpu_snapshots
+    runner.gpu_snapshots = gpu_snapshots
     return sent
 

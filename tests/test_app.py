@@ -12,9 +12,11 @@ import json
 import multiprocessing
 import os
 import pickle
+import re
 import sys
 import time
 import types
+from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -23,22 +25,26 @@ import pytest
 import torch
 from conftest import fake_zero_gpu
 
+import app.controls
 import app.gpu
 import app.models
 import app.trace
 import app.ui
+from app.context import AppContext
+from app.controls import CONTROL_NAMES, raw_slider
 from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
 from app.params import BOUNDS, MAX_PROMPT_CHARS, compared_policies, parse_params
-from app.race import race
+from app.race import DEFAULT_THROTTLE_S, race
+from app.race_stream import Renderer, race_snapshots
+from app.race_tab import RaceTab
 from app.sessions import RunBoard, StopFlag
-from app.stream import Renderer, race_snapshots, stream_race
 from app.text_view import TokenText, render_text
-from app.trace import write_trace
-from app.ui import Handlers
+from app.trace import TRACE_DIR, write_trace
+from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig, generate
 from core.events import StepEvent
-from core.loading import answer_text, chat_prompt_ids
-from core.policies import make_policy
+from core.loading import EMBEDDED, answer_text, chat_prompt_ids, read_config
+from core.policies import POLICIES, make_policy
 from core.task import make_split
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
@@ -54,6 +60,13 @@ def controls(**overrides) -> dict:
 
 def params_for(registry: ModelRegistry, prompt: str = PROMPT, policy: str = "none", **overrides):
     return parse_params(prompt, EMBEDDED_LABEL, policy, models=registry.labels, **controls(**overrides))
+
+
+def stream_race(model, tokenizer, params, *, throttle_s: float = DEFAULT_THROTTLE_S, trace_dir=TRACE_DIR):
+    """One rendered Update per snapshot of the race (the Race tab's stream, without the session's run)."""
+    renderer = Renderer(model, tokenizer, params, trace_dir)
+    for snap in race_snapshots(model, renderer.prompt_ids, params, throttle_s):
+        yield renderer.update(snap)
 
 
 # ---- the race ---------------------------------------------------------------------------------------
@@ -254,6 +267,51 @@ def test_good_inputs_pass_unchanged() -> None:
     assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
 
 
+def test_entropycache_controls_come_from_its_declared_parameters() -> None:
+    declared = POLICIES["entropy"].parameters
+    assert [p.name for p in declared] == ["tau", "k"] == CONTROL_NAMES[:2]
+    for p in declared:
+        b = BOUNDS[p.name]
+        assert (b.low, b.high) == p.slider_range and b.default == p.default and b.info == p.help
+        assert b.integer == (p.kind is int) and b.label.startswith(p.name)
+
+
+def test_sliders_hand_values_on_as_sent_and_write_no_stub_file() -> None:
+    slider = raw_slider(0, 12, value=0.5)
+    assert slider.preprocess("abc") == "abc" and slider.preprocess(2**40) == 2**40 and slider.preprocess(None) is None
+    assert slider.get_block_name() == "slider"  # drawn by gr.Slider's own browser component
+    assert not list(Path(app.controls.__file__).parent.glob("*.pyi"))  # gradio writes one per component subclass
+
+
+UNREADABLE = [  # (prompt, the words the embedded model does not know)
+    ("<|mask|> mia has 7 marbles . how many marbles does mia have now ?", "'<|', 'mask', '|>'"),
+    ("What is 12 plus 7?", "'What', 'plus'"),
+]
+
+
+@pytest.mark.skipif(MODEL is not None, reason="the words are unknown to the embedded model's vocabulary")
+@pytest.mark.parametrize(("prompt", "words"), UNREADABLE)
+def test_a_prompt_the_model_cannot_read_is_refused_before_any_run(registry, prompt: str, words: str) -> None:
+    board = RunBoard()
+    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    with pytest.raises(gr.Error, match=re.escape(words)) as refused:
+        next(h.run(prompt, *run_args()[1:], request=SimpleNamespace(session_hash="me")))
+    assert registry.choice(EMBEDDED_LABEL).trained_on in refused.value.message and len(board) == 0
+
+
+@pytest.mark.skipif(MODEL is not None, reason="the words are unknown to the embedded model's vocabulary")
+def test_the_prompt_check_of_a_model_not_loaded_yet_reads_only_its_tokenizer() -> None:
+    fresh = build_registry(cuda=False)
+    fresh.check_prompt(EMBEDDED_LABEL, PROMPT)
+    with pytest.raises(ValueError, match="^The model does not know 1 word of the prompt: 'hello'.*trained only on"):
+        fresh.check_prompt(EMBEDDED_LABEL, "hello")
+    assert not fresh.is_loaded(EMBEDDED_LABEL)
+    gpu = build_registry(cuda=True)
+    for label in gpu.labels[1:]:  # hub models, not downloaded: their byte-level tokenizers read anything
+        gpu.check_prompt(label, "<|mask|> hello")
+        assert not gpu.is_loaded(label)
+
+
 # ---- text view --------------------------------------------------------------------------------------------
 
 
@@ -313,6 +371,16 @@ def test_model_list_is_fixed_on_the_server(monkeypatch, tmp_path) -> None:
         build_registry([str(tmp_path)], embedded=folder, cuda=False)
 
 
+def test_decode_defaults_come_from_the_checkpoint_config_or_cores_defaults() -> None:
+    folder = MODEL or str(EMBEDDED)
+    config, _, _ = read_config(Path(folder))
+    reg = build_registry(embedded=folder, cuda=True)
+    first = reg.choice(EMBEDDED_LABEL)
+    assert (first.gen_len, first.block_len) == (config.gen_len, config.block_len)
+    for label in reg.labels[1:]:
+        assert (reg.choice(label).gen_len, reg.choice(label).block_len) == (DEFAULT_GEN_LEN, DEFAULT_BLOCK_LEN)
+
+
 def test_models_are_loaded_once(registry) -> None:
     assert registry.get(EMBEDDED_LABEL) is registry.get(EMBEDDED_LABEL)
     examples = registry.choice(EMBEDDED_LABEL).examples
@@ -349,7 +417,7 @@ def run_args(**overrides) -> list:
 
 def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registry) -> None:
     board = RunBoard()
-    h = Handlers(registry, board, throttle_s=0)
+    h = RaceTab(AppContext(registry, board, throttle_s=0))
     me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
     long = dict(gen_len=256, block_len=32)
     first = h.run(*run_args(**long), request=me)
@@ -359,7 +427,7 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
     second = h.run(*run_args(**long), request=me)
     next(second)  # starting it cancels `first` before its next step
     assert list(first) == []
-    assert "Stopped." in h.stop(me)
+    assert "Stopped." in h.ctx.stop(me)
     rest = list(second)  # no further step; one last banner, so no late update hides the stop
     assert len(rest) == 1 and "Stopped." in rest[0][0]
     assert next(theirs)  # another session's run goes on
@@ -369,7 +437,7 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
 
 def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_successors_flag(registry) -> None:
     board = RunBoard()
-    h = Handlers(registry, board, throttle_s=0)
+    h = RaceTab(AppContext(registry, board, throttle_s=0))
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
     first = h.run(*run_args(**long), request=me)
@@ -394,7 +462,7 @@ OUT_OF_RANGE = [
 def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict, message: str) -> None:
     """What an API client gets past Gradio's slider bounds still meets the handler's own checks."""
     board = RunBoard()
-    h = Handlers(registry, board, throttle_s=0)
+    h = RaceTab(AppContext(registry, board, throttle_s=0))
     with pytest.raises(gr.Error, match=message):
         next(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
     assert len(board) == 0  # refused before any run was registered
@@ -403,19 +471,19 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
 def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry) -> None:
     # spaces.GPU pickles the arguments into a forked worker: the race there polls only a copy of the flag
     board = RunBoard()
-    h = Handlers(gpu_registry, board, throttle_s=60)
-    sent = fake_zero_gpu(h)
+    h = RaceTab(AppContext(gpu_registry, board, throttle_s=60))
+    sent = fake_zero_gpu(h.runner)
     me = SimpleNamespace(session_hash="z")
     c = controls()
     out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me))
-    assert "finished" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][3], StopFlag)
+    assert "finished" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
     c = controls(gen_len=256, block_len=32)
     run = h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me)
     next(run), next(run)  # "Starting...", then the first step
-    h.stop(me)  # sets the server's flag, not the copy the race polls
+    h.ctx.stop(me)  # sets the server's flag, not the copy the race polls
     rest = list(run)
     assert len(rest) == 1 and "Stopped." in rest[0][0]
-    assert not any(os.path.exists(args[3].path) for args in sent) and len(board) == 0
+    assert not any(os.path.exists(args[1].path) for args in sent) and len(board) == 0
 
 
 def _race_in_child(flag_bytes: bytes, model, params, prompt_ids: list[int], report) -> None:
@@ -465,7 +533,7 @@ def test_a_stop_flag_survives_pickling_and_a_forked_worker_sees_the_servers_stop
 
 def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(registry) -> None:
     board = RunBoard()
-    h = Handlers(registry, board, throttle_s=0)
+    h = RaceTab(AppContext(registry, board, throttle_s=0))
     flags = []
     begin = board.begin
 
@@ -480,7 +548,7 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
     assert "finished" in list(h.run(*run_args(), request=me))[-1][0]
     stopped = h.run(*run_args(**long), request=me)
     next(stopped), next(stopped)
-    h.stop(me)
+    h.ctx.stop(me)
     assert flags[1].is_set()  # the stop is a file while the run is in flight
     list(stopped)
     replaced = h.run(*run_args(**long), request=me)

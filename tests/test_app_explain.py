@@ -6,6 +6,7 @@ The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from types import SimpleNamespace
@@ -16,16 +17,16 @@ import plotly.graph_objects as go
 import pytest
 from conftest import fake_zero_gpu
 
-from app.drift import DriftSnapshot, drift_snapshots, stream_drift
+from app.context import AppContext
+from app.drift import DriftRenderer, DriftSnapshot, drift_snapshots
 from app.drift_plots import drift_matrix
-from app.drift_tab import NO_RUN, DriftHandlers, DriftRun
+from app.drift_tab import NO_RUN, DriftRun, DriftTab
 from app.explain import explain_step
 from app.models import EMBEDDED_LABEL
 from app.params import BOUNDS, parse_params
 from app.sessions import RunBoard, StopFlag
-from app.ui import Handlers
 from core.decoder import DecodeConfig, decode
-from core.diagnostics import drift_vs_entropy, volatility_curve
+from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
@@ -51,7 +52,18 @@ def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, **overrides) -
 def direct_events(model, tokenizer) -> list[StepEvent]:
     ids = chat_prompt_ids(tokenizer, PROMPT)
     policy = make_policy("entropy", tau=TAU, k=K)
-    return list(decode(model, ids, policy, DecodeConfig(gen_len=32, block_len=16), probe=True))
+    return list(decode(model, ids, policy, DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
+
+
+def stream_drift(model, tokenizer, params, *, throttle_s: float = 0):
+    """One rendered DriftUpdate per snapshot of the diagnostic decode (the Drift tab's stream, without the run)."""
+    renderer = DriftRenderer(model, tokenizer, params)
+    for snap in drift_snapshots(model, renderer.prompt_ids, params, throttle_s):
+        yield renderer.update(snap)
+
+
+def drift_tab(registry, throttle_s: float = 0) -> DriftTab:
+    return DriftTab(AppContext(registry, RunBoard(), throttle_s=throttle_s))
 
 
 def same(a: float, b: float) -> bool:
@@ -106,17 +118,18 @@ def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
 
 
 def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_slider(registry) -> None:
-    race = Handlers(registry, RunBoard(), throttle_s=0)
-    d = DriftHandlers(race)
+    d = drift_tab(registry)
     me = SimpleNamespace(session_hash="me")
     out = list(d.run(*drift_args(), request=me))
-    assert all(len(o) == 9 for o in out) and len(race.board) == 0
+    assert all(len(o) == 9 for o in out) and len(d.ctx.board) == 0
     banner, text, scatter, heatmap, volatility, final, run, slider, explanation = out[-1]
     assert "Done" in banner and final and isinstance(run, DriftRun) and len(run.events) == 32
     assert all(isinstance(f, go.Figure) for f in (scatter, heatmap, volatility))
     assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
     _, tokenizer = registry.get(EMBEDDED_LABEL)
-    assert d.explain(3, run) == explain_step(run.events[3], tokenizer, TAU)
+    assert d.explain(3, run) == explain_step(run.events[3], run.events[4], tokenizer)
+    reason = html.escape(run.events[4].reason, quote=False)
+    assert f"Step 4's reason: *{reason}*" in d.explain(3, run)  # what the next step did, in its own words
     assert "**Step 3**" in d.explain(3.0, run)
     assert d.explain(0, None) == NO_RUN
     for bad, message in ((32, "between 0 and 31"), (-1, "between 0 and 31"), (1.5, "whole number")):
@@ -136,7 +149,7 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     ],
 )
 def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
-    d = DriftHandlers(Handlers(registry, RunBoard(), throttle_s=0))
+    d = drift_tab(registry)
     with pytest.raises(gr.Error, match=message):
         next(d.run(*args, request=SimpleNamespace(session_hash="me")))
 
@@ -144,38 +157,36 @@ def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message:
 def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:
     model, _ = registry.get(EMBEDDED_LABEL)
     assert model.config.max_seq_len <= BOUNDS["gen_len"].high  # else this test needs a longer prompt
-    race = Handlers(registry, RunBoard(), throttle_s=0)
-    run = DriftHandlers(race).run(*drift_args(gen_len=int(BOUNDS["gen_len"].high), block_len=32),
-                                  request=SimpleNamespace(session_hash="me"))
+    d = drift_tab(registry)
+    too_long = drift_args(gen_len=int(BOUNDS["gen_len"].high), block_len=32)
+    run = d.run(*too_long, request=SimpleNamespace(session_hash="me"))
     with pytest.raises(gr.Error, match="exceeds the model's"):  # core's own check, at the first step
         list(run)
-    assert len(race.board) == 0
+    assert len(d.ctx.board) == 0
 
 
 def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
-    race = Handlers(registry, RunBoard(), throttle_s=0)
-    d = DriftHandlers(race)
+    d = drift_tab(registry)
     me = SimpleNamespace(session_hash="me")
     run = d.run(*drift_args(gen_len=64, block_len=32), request=me)
     for _ in range(3):  # starting..., then the first steps
         next(run)
-    assert "Stopped." in d.stop(me)
+    assert "Stopped." in d.ctx.stop(me)
     rest = list(run)
-    assert "Stopped." in rest[-1][0] and len(race.board) == 0
+    assert "Stopped." in rest[-1][0] and len(d.ctx.board) == 0
 
 
 def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(gpu_registry) -> None:
-    race = Handlers(gpu_registry, RunBoard(), throttle_s=60)
-    d = DriftHandlers(race)
-    sent = fake_zero_gpu(d)
+    d = drift_tab(gpu_registry, throttle_s=60)
+    sent = fake_zero_gpu(d.runner)
     me = SimpleNamespace(session_hash="g")
     out = list(d.run(*drift_args(model="gpu"), request=me))
-    assert "Done" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][3], StopFlag)
+    assert "Done" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
     run = d.run(*drift_args(model="gpu", gen_len=256, block_len=32), request=me)
     next(run), next(run)  # "Starting...", then the first step
-    d.stop(me)  # sets the server's flag, not the copy the decode polls
+    d.ctx.stop(me)  # sets the server's flag, not the copy the decode polls
     rest = list(run)
-    assert len(rest) == 1 and "Stopped." in rest[0][0] and len(race.board) == 0
+    assert len(rest) == 1 and "Stopped." in rest[0][0] and len(d.ctx.board) == 0
 
 
 # ---- explain_step -----------------------------------------------------------------------------------
@@ -201,34 +212,40 @@ def event(**overrides) -> StepEvent:
     return StepEvent(*positional, **fields)
 
 
-def test_explain_a_partial_step_counts_rows_and_predicts_a_partial_next_step() -> None:
-    text = explain_step(event(), WordTokenizer(), 0.5)
+def test_explain_a_partial_step_counts_rows_and_says_what_the_next_step_did_in_its_own_words() -> None:
+    after = event(step=5, reason="partial: max entropy 0.200 <= tau 0.5")
+    text = explain_step(event(), after, WordTokenizer())
     assert "**Step 4** (block 1)" in text and "**partial** step" in text
     assert "partial: max entropy 0.100 &lt;= tau 0.5" in text  # the policy's reason, escaped
     assert "**7 of 18 rows**" in text and "(10 prompt + 8 response)" in text and "reused **11**" in text
-    assert "<code>&lt;b&gt;</code> at position 1" in text  # the decoded token, HTML-escaped
-    assert "entropy 0.200 nats, at or below tau 0.5" in text
-    assert "**Next step: partial.**" in text and "full recompute" not in text
+    assert "<code>&lt;b&gt;</code> at position 1 (entropy 0.200 nats)" in text  # the decoded token, HTML-escaped
+    assert "**Next step: partial.** Step 5's reason: *partial: max entropy 0.200 &lt;= tau 0.5*." in text
+    assert "full recompute" not in text and "above tau" not in text
 
 
-def test_explain_a_full_step_with_an_uncertain_token_predicts_a_full_recompute() -> None:
+def test_explain_a_full_step_followed_by_a_full_one_gives_that_steps_reason() -> None:
     e = event(step=0, block=0, full=True, reason="full: first step of the block", rows=list(range(18)),
               unmasked=[10, 12], unmasked_tokens=[5, 7], entropies=[0.1, 1.75], max_entropy=1.75)
-    text = explain_step(e, WordTokenizer(), 0.5)
+    after = event(step=1, block=0, full=True, reason="full: last step's max entropy 1.750 > tau 0.5",
+                  rows=list(range(18)))
+    text = explain_step(e, after, WordTokenizer())
     assert "**Step 0** (block 0) was a **full** step" in text and "full: first step of the block" in text
     assert "**18 of 18 rows**" in text and "reused **0**" in text and "100% computed" in text
-    assert "It unmasked 2 tokens" in text
-    assert "<code>seven</code> at position 0 (entropy 0.100 nats, at or below tau 0.5)" in text
-    assert "<code>+</code> at position 2 (entropy 1.750 nats, above tau 0.5)" in text
-    assert "**Next step: full recompute.**" in text and "(1.750) is above tau (0.5)" in text
+    assert "It unmasked 2 tokens" in text and "the highest entropy 1.750" in text
+    assert "<code>seven</code> at position 0 (entropy 0.100 nats)" in text
+    assert "<code>+</code> at position 2 (entropy 1.750 nats)" in text
+    assert "**Next step: full recompute.** Step 1's reason: *full: last step's max entropy 1.750 &gt; tau 0.5*." in text
 
 
-def test_explain_the_end_of_a_block_says_the_next_step_is_full_because_a_block_opens() -> None:
-    text = explain_step(event(block_done=True), WordTokenizer(), 0.5)
-    assert "**Next step: full recompute.**" in text and "last masked token of block 1" in text
-    assert "above tau" not in text and "**Next step: partial.**" not in text
-    sure_and_uncertain = explain_step(event(block_done=True, entropies=[0.9], max_entropy=0.9), WordTokenizer(), 0.5)
-    assert "Its highest entropy, 0.900, is above tau (0.5) too" in sure_and_uncertain
+def test_explain_the_end_of_a_block_says_the_next_step_was_full_with_that_steps_reason() -> None:
+    after = event(step=5, block=2, full=True, reason="full: first step of the block", rows=list(range(18)))
+    text = explain_step(event(block_done=True), after, WordTokenizer())
+    assert "last masked token of block 1: the next step opens block 2" in text
+    assert "**Next step: full recompute.** Step 5's reason: *full: first step of the block*." in text
+    assert "**Next step: partial.**" not in text
+    # The events are the whole story: a policy that went on partially after a block would be told so.
+    other = explain_step(event(block_done=True), event(step=5, block=2, reason="partial: my own rule"), WordTokenizer())
+    assert "**Next step: partial.** Step 5's reason: *partial: my own rule*." in other and "full recompute" not in other
 
 
 def test_decoded_events_mark_the_step_that_finishes_each_block(registry) -> None:
@@ -240,23 +257,24 @@ def test_decoded_events_mark_the_step_that_finishes_each_block(registry) -> None
 
 
 def test_explain_the_last_step_and_a_step_that_unmasked_nothing() -> None:
-    assert "This was the last step" in explain_step(event(done=True), WordTokenizer(), 0.5)
+    assert "This was the last step" in explain_step(event(done=True), None, WordTokenizer())
     empty = event(unmasked=[], unmasked_tokens=[], entropies=[], max_entropy=0.0)
-    assert "It unmasked no token." in explain_step(empty, WordTokenizer(), 0.5)
+    assert "It unmasked no token." in explain_step(empty, event(step=5), WordTokenizer())
 
 
 @pytest.mark.parametrize(
     ("bad", "error", "message"),
     [
         (dict(event={"step": 0}), TypeError, "needs a StepEvent"),
-        (dict(tau=float("nan")), ValueError, "tau must be a finite number"),
-        (dict(tau=-0.1), ValueError, "tau must be a finite number"),
-        (dict(tau="0.5"), ValueError, "tau must be a finite number"),
+        (dict(next_event={"step": 5}), TypeError, "needs a StepEvent"),
         (dict(event=event(entropies=[])), ValueError, "1 unmasked positions, 1 tokens, 0 entropies"),
         (dict(event=event(rows=list(range(19)))), ValueError, "19 rows computed of a 18-row sequence"),
+        (dict(next_event=event(step=5, entropies=[])), ValueError, "inconsistent step 5"),
+        (dict(next_event=event(step=7)), ValueError, "step 7 does not follow step 4"),
+        (dict(event=event(done=True)), ValueError, "step 5 does not follow step 4, the last step"),
     ],
 )
 def test_explain_refuses_bad_inputs_clearly(bad: dict, error: type, message: str) -> None:
-    args = dict(event=event(), tokenizer=WordTokenizer(), tau=0.5) | bad
+    args = dict(event=event(), next_event=event(step=5), tokenizer=WordTokenizer()) | bad
     with pytest.raises(error, match=message):
         explain_step(**args)

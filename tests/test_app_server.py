@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -29,13 +30,15 @@ import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
+import app.drift  # noqa: E402
+import app.race_stream  # noqa: E402
 from app.gpu import share_cpu_threads  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.sweep_plots import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from core.bench import sweep  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
-from core.diagnostics import drift_vs_entropy  # noqa: E402
+from core.diagnostics import Probe, drift_vs_entropy  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.task import make_split  # noqa: E402
@@ -139,7 +142,7 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, a["prompt"])
     events = list(decode(model, ids, make_policy("entropy", tau=a["tau"], k=a["k"]),
-                         DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"]), probe=True))
+                         DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"]), before_step=Probe(model)))
     stats = drift_vs_entropy(events)
     assert "Done" in out[0] and f"Spearman {stats['spearman_cos']:+.3f}" in out[0]
     assert f"Pearson {stats['pearson_l2']:+.3f}" in out[0]
@@ -172,7 +175,7 @@ def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -
 BAD = [
     (dict(prompt=""), "prompt: it is empty"),
     (dict(prompt="a " * 1001), "limit is 2000"),
-    (dict(gen_len=100000), "100000"),  # Gradio's slider bounds answer first; test_app.py checks the handler
+    (dict(gen_len=100000), "100000"),  # the handler's own check: the sliders hand values on as sent
     (dict(block_len=5), "do not fit together: gen_len 32 is not a multiple of block_len 5"),
     (dict(steps=3), "do not fit together: steps 3 must be a multiple"),
     (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
@@ -188,6 +191,81 @@ def test_client_bad_inputs_come_back_as_clear_errors(served) -> None:
     for bad, message in BAD:
         with pytest.raises(AppError, match=message):
             client.predict(**args(**bad), api_name="/run")
+
+
+def drift_args(prompt: str = PROMPTS[0], **overrides) -> dict:
+    return {k: v for k, v in args(prompt, **overrides).items() if k != "policy"}
+
+
+SWEEP = dict(model=EMBEDDED_LABEL, taus="0.5", ks="2", problems=1, gen_len=32, block_len=16, steps=0, threshold=0,
+             metric="accuracy")
+MALFORMED = [  # what a client may send past the page: each message names the control and its range
+    ("/run", args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
+    ("/run", args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
+    ("/run", args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),
+    ("/run", args(temperature=[1]), "temperature must be a number from 0 to 2, got [1]"),
+    ("/drift", drift_args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
+    ("/drift", drift_args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
+    ("/drift", drift_args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),
+    ("/sweep", SWEEP | dict(problems=10**6), "The number of problems must be between 1 and 50, got 1000000"),
+    ("/sweep", SWEEP | dict(problems="many"), "The number of problems must be a whole number from 1 to 50, got 'many'"),
+    ("/sweep", SWEEP | dict(gen_len=None), "gen length must be a number from 1 to 512 (a whole one), got None"),
+]
+
+
+@pytest.mark.parametrize(("api", "a", "message"), MALFORMED, ids=[f"{api} {m[:30]}" for api, _, m in MALFORMED])
+def test_client_malformed_numbers_get_the_apps_own_message_naming_the_control(served, api, a, message) -> None:
+    with pytest.raises(AppError, match=re.escape(message)):
+        Client(served[0], verbose=False).predict(**a, api_name=api)
+
+
+def test_client_malformed_picked_point_gets_a_message_not_the_parsers(served) -> None:
+    client = Client(served[0], verbose=False)
+    shape = "A picked point must be [tau, k], with tau a number from 0 to 12 and k a whole number from 0 to 64;"
+    for bad in ("{not json", "[1]", '"tau"', "x" * 300):
+        with pytest.raises(AppError, match=re.escape(shape)):
+            client.predict(bad, "accuracy", api_name="/sweep_pick")
+    no_k = "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"
+    with pytest.raises(AppError, match=re.escape(no_k)):
+        client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick")
+
+
+UNREADABLE = [  # prompts a visitor may type; the embedded model knows none of these words
+    ("<|mask|> mia has 7 marbles . how many marbles does mia have now ?", ["'<|'", "'mask'", "'|>'"]),
+    ("hello", ["'hello'"]),
+    ("write a poem about the sea", ["'write'", "'a'", "'poem'", "'about'", "'sea'"]),
+    ("What is 12 plus 7?", ["'What'", "'plus'"]),
+]
+
+
+@pytest.fixture
+def decodes(monkeypatch) -> list:
+    """The prompt ids of every decode the served app starts (both tabs' decoders) while the test runs."""
+    started = []
+    for module in (app.race_stream, app.drift):
+        def recording(model, prompt_ids, *rest, _decode=module.decode, **kw):
+            started.append(list(prompt_ids))
+            return _decode(model, prompt_ids, *rest, **kw)
+
+        monkeypatch.setattr(module, "decode", recording)
+    return started
+
+
+@pytest.mark.skipif(MODEL is not None, reason="the words are unknown to the embedded model's vocabulary")
+@pytest.mark.parametrize(("prompt", "words"), UNREADABLE, ids=[p[:20] for p, _ in UNREADABLE])
+def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served, decodes, prompt, words) -> None:
+    client = Client(served[0], verbose=False)
+    for api, a in (("/run", args(prompt)), ("/drift", drift_args(prompt))):
+        with pytest.raises(AppError) as refused:
+            client.predict(**a, api_name=api)
+        message = str(refused.value)
+        n = len(words)
+        assert f"does not know {n} word{'s' * (n != 1)} of the prompt: {', '.join(words)}." in message
+        assert "trained only on short arithmetic word problems" in message
+        assert "click one of the example prompts under the prompt box" in message
+    assert decodes == []  # refused before any decode: no special token ever reached the model
+    out = client.predict(**args(PROMPTS[0]), api_name="/run")  # the recorder sees a good prompt's decodes
+    assert "finished" in out[0] and len(decodes) == 2
 
 
 def test_no_arbitrary_path_is_served(served) -> None:

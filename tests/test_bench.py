@@ -65,18 +65,18 @@ def test_rows_and_reference_semantics(saved):
 
 
 def test_tau_list_makes_a_sweep():
-    cs = contenders_from(["none", "entropy"], [0.1, 1.0], 3, 50, 5)
+    cs = contenders_from(["none", "entropy"], {"tau": [0.1, 1.0], "k": [3]})
     assert [(c.policy, c.params) for c in cs] == [
         ("none", {}),
         ("entropy", {"tau": 0.1, "k": 3}),
         ("entropy", {"tau": 1.0, "k": 3}),
     ]
     with pytest.raises(ValueError, match="unknown policy 'fast'"):
-        contenders_from(["none", "fast"], [0.1], 2, 50, 5)
+        contenders_from(["none", "fast"], {"tau": [0.1]})
 
 
 def bench_cli(*args):
-    return subprocess.run([sys.executable, "-m", "core.bench", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "core", "bench", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_cli_writes_table_and_json(saved, tmp_path):
@@ -111,6 +111,9 @@ def test_cli_writes_table_and_json(saved, tmp_path):
         (["--policies", "none,magic"], "unknown policy 'magic'"),
         (["--gen-len", "20", "--block", "8"], "not a multiple of block_len"),
         (["--tau", "nan"], "tau must be a number"),
+        (["--tau", "0.1,x"], "--tau must be a comma list of numbers, got '0.1,x'"),
+        (["--k", "1.5"], "k must be a non-negative integer, got 1.5"),
+        (["--policies", "none,dual", "--tau", "0.3"], "--tau is a parameter of entropy, not of none, dual"),
         (["--drift", "--policies", "none,entropy"], "--drift probes one policy"),
     ],
 )
@@ -138,7 +141,7 @@ def test_cli_checks_decode_flags_before_loading(tmp_path, args, message):
 
 
 def test_forward_costs_cover_each_row_count(saved):
-    from core.bench import forward_costs
+    from core.forward_cost import forward_costs
 
     model, _ = load_model(saved)
     costs = forward_costs(model, 24, [24, 6, 1], repeats=2)
@@ -146,7 +149,7 @@ def test_forward_costs_cover_each_row_count(saved):
 
 
 def test_weight_bytes_count_what_every_pass_reads(saved):
-    from core.bench import weight_bytes
+    from core.forward_cost import weight_bytes
 
     model, _ = load_model(saved)
     everything = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -158,11 +161,12 @@ def test_weight_bytes_count_what_every_pass_reads(saved):
 
 
 def test_drift_report_pools_problems(saved):
-    from core.bench import drift_report
+    from core.diagnostics import drift_report
 
     model, tok = load_model(saved)
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
-    report = drift_report(model, tok, make_split("test", 2), Contender("entropy", {"tau": 0.5, "k": 2}), config)
+    prompts = [p.prompt for p in make_split("test", 2)]
+    report = drift_report(model, tok, prompts, "entropy", {"tau": 0.5, "k": 2}, config)
     assert report["n_pairs"] == 2 * 15  # every step but the first of each problem
     for key in ("pearson_cos", "spearman_cos", "pearson_l2", "spearman_l2"):
         assert -1.0 <= report[key] <= 1.0

@@ -1,5 +1,7 @@
-"""python -m core.generate on a small saved model."""
+"""The command line, `python -m core generate|bench|train`, on a small saved model: one test per
+command here (bench: tests/test_bench.py, train: tests/test_train.py), and the shared flags."""
 
+import os
 import subprocess
 import sys
 
@@ -7,43 +9,33 @@ import pytest
 from conftest import tiny_model
 
 from core.checkpoint import save_own_model
+from core.cli import contenders_from
 from core.task import ITEMS, NAMES, NUMBERS, WORDS
 from core.word_tokenizer import build_tokenizer
+
+PROMPT = "mia has 3 apples . how many apples does mia have now ?"
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("own")
     tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
-    save_own_model(
-        tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id),
-        tok,
-        folder,
-        decode_defaults={"gen_len": 16, "block_len": 8},
-    )
+    model = tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id, gen_len=16, block_len=8)
+    save_own_model(model, tok, folder)
     return folder
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "core.generate", *args], capture_output=True, text=True, timeout=120)
+def cli(*args, module: str = "core"):
+    env = {**os.environ, "COLUMNS": "300"}  # help text on one line per flag
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
-def test_cli_prints_answer_and_summary(model_dir):
-    out = cli(
-        "--model",
-        str(model_dir),
-        "--prompt",
-        "mia has 3 apples . how many apples does mia have now ?",
-        "--policy",
-        "entropy",
-        "--tau",
-        "0.5",
-        "-k",
-        "2",
-    )
+def test_generate_prints_answer_and_summary(model_dir):
+    out = cli("generate", "--model", str(model_dir), "--prompt", PROMPT, "--policy", "entropy", "--tau", "0.5",
+              "-k", "2")
     assert out.returncode == 0, out.stderr
     summary = out.stderr.strip().splitlines()[-1]
-    assert summary.startswith("[entropy(tau=0.5, k=2)] steps ")
+    assert summary.startswith("[entropy(tau=0.5, k=2)] steps 16, ")  # the model's own gen_len: 16 steps
     assert "full steps" in summary and "rows computed" in summary and "tokens/s" in summary
 
 
@@ -53,31 +45,76 @@ def test_cli_prints_answer_and_summary(model_dir):
         (["--prompt", "   "], "error: the prompt is empty"),
         (["--prompt", "mia", "--gen-len", "20"], "error: gen_len 20 is not a multiple of block_len 8"),
         (["--prompt", "mia", "--tau", "nan"], "error: tau must be a number"),
+        (["--prompt", "mia", "--k", "-1"], "error: k must be a non-negative integer, got -1"),
+        (["--prompt", "mia", "--policy", "none", "--tau", "0.3"], "--tau is a parameter of entropy, not of none"),
         (["--prompt", "mia", "--steps", "1000"], "error: steps must be an integer in [2, 16]"),
         (["--prompt", "mia", "--gen-len", "0"], "error: gen_len must be an integer in [1, 8192]"),
         (["--prompt", "mia", "--device", "tpu9"], "error: unknown device 'tpu9'"),
+        (["--prompt", "hello, write a poem"], "error: the model does not know 5 words of the prompt: 'hello', ','"),
     ],
 )
-def test_cli_bad_input(model_dir, args, message):
-    out = cli("--model", str(model_dir), *args)
+def test_generate_bad_input(model_dir, args, message):
+    out = cli("generate", "--model", str(model_dir), *args)
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
 
 
-def test_cli_checks_decode_flags_before_loading(tmp_path):
-    out = cli("--model", str(tmp_path / "no-such-model"), "--prompt", "mia", "--gen-len", "20", "--block", "8")
+def test_unknown_words_are_named_with_what_the_model_reads(model_dir):
+    out = cli("generate", "--model", str(model_dir), "--prompt", "What is 12 plus 7?")
+    assert out.returncode == 2 and "'What', 'plus'" in out.stderr
+    assert "trained only on word problems" in out.stderr and "python -m core generate --prompt" in out.stderr
+
+
+def test_generate_checks_decode_flags_before_loading(tmp_path):
+    out = cli("generate", "--model", str(tmp_path / "no-such-model"), "--prompt", "mia", "--gen-len", "20",
+              "--block", "8")
     assert out.returncode == 2 and "gen_len 20 is not a multiple of block_len 8" in out.stderr
 
 
-def test_cli_unknown_policy_is_rejected(model_dir):
-    out = cli("--model", str(model_dir), "--prompt", "mia", "--policy", "magic")
+def test_unknown_policy_and_command_are_rejected(model_dir):
+    out = cli("generate", "--model", str(model_dir), "--prompt", "mia", "--policy", "magic")
     assert out.returncode == 2 and "invalid choice: 'magic'" in out.stderr
+    out = cli("decode", "--prompt", "mia")
+    assert out.returncode == 2 and "invalid choice: 'decode'" in out.stderr
 
 
-def test_cli_loads_once_without_a_runpy_warning():
-    """`-m core.generate` must not find the module already imported by the package (runpy then
-    warns and the module's code runs twice)."""
+def test_every_policy_parameter_has_its_flag():
+    """Flags come from the policies' declarations: each declared parameter has one, with its default."""
+    from core.policies import POLICIES
+
+    out = cli("generate", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    for cls in POLICIES.values():
+        for p in cls.parameters:
+            assert f"--{p.name.replace('_', '-')}" in out.stdout and f"default {p.default:g}" in out.stdout
+
+
+def test_contenders_cover_every_combination_of_listed_values():
+    cs = contenders_from(["none", "entropy", "periodic"], {"tau": [0.1, 1.0], "k": [3], "response_every": [2, 4]})
+    assert [(c.policy, c.params) for c in cs] == [
+        ("none", {}),
+        ("entropy", {"tau": 0.1, "k": 3}),
+        ("entropy", {"tau": 1.0, "k": 3}),
+        ("periodic", {"response_every": 2}),
+        ("periodic", {"response_every": 4}),
+    ]
+    with pytest.raises(ValueError, match="unknown policy 'fast'"):
+        contenders_from(["none", "fast"], {})
+    with pytest.raises(ValueError, match="prompt_every must be a positive integer, got 0"):
+        contenders_from(["periodic"], {"prompt_every": [0]})
+
+
+def test_every_command_is_behind_the_one_entry_point():
     out = cli("--help")
-    assert out.returncode == 0 and "--prompt" in out.stdout
-    assert out.stderr == ""
+    assert out.returncode == 0 and out.stderr == "" and "{generate,bench,train}" in out.stdout
+    for command in ("generate", "bench", "train"):
+        out = cli(command, "--help")
+        assert out.returncode == 0 and out.stderr == "" and f"python -m core {command}" in out.stdout
+
+
+def test_the_package_function_generate_is_not_shadowed():
+    """`core.generate` is the function even after the command line is imported."""
+    code = "import core, core.cli, core.bench, core.train; assert callable(core.generate); print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

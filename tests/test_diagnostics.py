@@ -7,7 +7,7 @@ import torch
 from conftest import tiny_model
 
 from core.decoder import DecodeConfig, decode
-from core.diagnostics import drift_vs_entropy, kv_drift, pearson, row_change, spearman, volatility_curve
+from core.diagnostics import Probe, drift_vs_entropy, kv_drift, pearson, row_change, spearman, volatility_curve
 from core.events import StepEvent
 from core.kv_cache import KVCache
 from core.policies import make_policy
@@ -45,7 +45,8 @@ def test_kv_drift_and_row_change_by_hand():
 
 
 def run(model, policy, probe):
-    return list(decode(model, PROMPT, policy, DecodeConfig(gen_len=8, block_len=8, stop_at_eos=False), probe=probe))
+    config = DecodeConfig(gen_len=8, block_len=8, stop_at_eos=False)
+    return list(decode(model, PROMPT, policy, config, before_step=Probe(model) if probe else None))
 
 
 def test_probe_changes_no_token_and_matches_a_hand_computation():
@@ -79,15 +80,13 @@ def test_probe_changes_no_token_and_matches_a_hand_computation():
 def test_probe_time_is_not_counted_as_decode_time(monkeypatch):
     import time
 
-    from core import decoder
-
-    measure = decoder._Probe.measure
+    measure = Probe.__call__
 
     def slow(self, *args):
         time.sleep(0.2)  # 8 steps: 1.6 s of probing, far more than the tiny decode itself
         return measure(self, *args)
 
-    monkeypatch.setattr(decoder._Probe, "measure", slow)
+    monkeypatch.setattr(Probe, "__call__", slow)
     probed = run(tiny_model(), make_policy("none"), probe=True)
     assert len(probed) == 8
     assert probed[-1].totals.compute_s < 0.8

@@ -11,7 +11,7 @@ from conftest import tiny_model
 from safetensors.torch import load_file, save_file
 
 from core.checkpoint import save_own_model
-from core.loading import chat_prompt_ids, load_model
+from core.loading import UnknownWordsError, chat_prompt_ids, load_model, unknown_words
 from core.word_tokenizer import build_tokenizer
 
 
@@ -59,13 +59,13 @@ def test_dream_layout_without_remote_code(dream_dir):
 
 
 def test_own_model_round_trip(tmp_path):
-    model = tiny_model(vocab_size=140)
+    model = tiny_model(vocab_size=140, gen_len=32, block_len=16)
     tok = build_tokenizer(["mia", "has", "apples"])
-    save_own_model(model, tok, tmp_path, dtype=torch.float32, decode_defaults={"gen_len": 32, "block_len": 16})
+    save_own_model(model, tok, tmp_path, dtype=torch.float32)
     loaded, tok2 = load_model(tmp_path)
     ids = torch.randint(0, 100, (1, 12))
     torch.testing.assert_close(loaded.full_logits(ids), model.full_logits(ids))
-    assert loaded.decode_defaults == {"gen_len": 32, "block_len": 16}
+    assert (loaded.config.gen_len, loaded.config.block_len) == (32, 16)
     assert tok2.mask_token_id == tok.mask_token_id
 
 
@@ -181,3 +181,46 @@ def test_hub_id_resolves_through_the_hub_cache_offline(tmp_path, monkeypatch, ll
     ids = torch.randint(0, 60, (1, 8))
     torch.testing.assert_close(by_id.full_logits(ids), local.full_logits(ids))
     torch.testing.assert_close(by_alias.full_logits(ids), local.full_logits(ids))
+
+
+def _template_ids(tok, text: str) -> list[int]:
+    out = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+@pytest.mark.parametrize("layout", ["llada", "dream", "embedded"])
+def test_prompt_text_is_text_never_special_tokens(layout, llada_dir, dream_dir):
+    """A person's text is tokenized as written: '<|mask|>' or '<|eot_id|>' typed into a prompt never
+    becomes the special token, while an ordinary prompt tokenizes exactly as the chat template does."""
+    model, tok = load_model({"llada": llada_dir, "dream": dream_dir, "embedded": None}[layout])
+    plain = "how many apples does mia have now ?"
+    assert chat_prompt_ids(tok, plain) == _template_ids(tok, plain)
+    frame, other = chat_prompt_ids(tok, "apples"), chat_prompt_ids(tok, "mia")
+    start = next(i for i, (a, b) in enumerate(zip(frame, other)) if a != b)  # template tokens before the content
+    end = next(i for i, (a, b) in enumerate(zip(frame[::-1], other[::-1])) if a != b)  # and after it
+    for written in ("<|mask|>", "<|mdm_mask|>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>"):
+        text = f"apples {written} apples"
+        if layout == "embedded":  # it knows none of the pieces: refused, naming them
+            with pytest.raises(UnknownWordsError, match=r"'<\|'"):
+                chat_prompt_ids(tok, text)
+            continue
+        if layout == "llada" and written == "<|endoftext|>":
+            continue  # the synthesized LLaDA tokenizer is word-level and spells every unknown word as this token
+        ids = chat_prompt_ids(tok, text)
+        content = ids[start : len(ids) - end]
+        assert ids[:start] == frame[:start] and ids[len(ids) - end :] == frame[len(frame) - end :]
+        assert written not in tok.convert_ids_to_tokens(content)  # never the special token itself
+        assert model.config.mask_token_id not in content
+        if layout == "dream":  # byte-level BPE like the real ones; the synthesized LLaDA one spells unknown words
+            assert not set(model.config.eos_token_ids) & set(content)  # as <|endoftext|>, an end id
+        if written in tok.get_vocab():  # a special token of this model: the template alone would parse it
+            assert written in tok.convert_ids_to_tokens(_template_ids(tok, text))
+
+
+def test_unknown_words_are_named_once_in_order():
+    _, tok = load_model()
+    assert unknown_words(tok, "Hello hello, write a poem about mia") == ["Hello", "hello", ",", "write", "a", "poem",
+                                                                        "about"]
+    with pytest.raises(UnknownWordsError, match=r"does not know 1 word of the prompt: 'sea'\. It reads only the 121"):
+        chat_prompt_ids(tok, "mia has 3 sea")
+    assert unknown_words(tok, "mia has 3 apples") == []

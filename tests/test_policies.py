@@ -189,3 +189,52 @@ def test_bad_policy_requests(name, params, message):
     with pytest.raises(ValueError) as e:
         make_policy(name, **params)
     assert message in str(e.value)
+
+
+def test_declared_parameters_are_checked_and_set():
+    """A policy declares its parameters once; the base class checks values against the declaration,
+    fills defaults and sets attributes, and `register` names the class."""
+    from core.policies.params import Param
+
+    @register("every-n")
+    class EveryN(CachePolicy):
+        parameters = (Param("n", int, 3, low=1, high=8, help="steps between full forwards"),
+                      Param("share", float, 0.5, low=0.0, high=1.0))
+
+    try:
+        assert EveryN.name == "every-n" and POLICIES["every-n"] is EveryN
+        policy = make_policy("every-n", n=5)
+        assert (policy.n, policy.share) == (5, 0.5) and type(policy.n) is int
+        assert policy.params() == {"n": 5, "share": 0.5} and policy.describe() == "every-n(n=5, share=0.5)"
+        assert make_policy("every-n", n=torch.tensor(2)).n == 2  # a 0-d tensor is a number too
+        for params, message in [
+            ({"n": 0}, "n must be an integer in [1, 8], got 0"),
+            ({"n": 2.5}, "n must be an integer in [1, 8], got 2.5"),
+            ({"n": "3"}, "n must be an integer in [1, 8], got '3'"),
+            ({"n": True}, "n must be an integer in [1, 8], got True"),
+            ({"share": float("nan")}, "share must be a number in [0, 1], got NaN"),
+            ({"share": 1.5}, "share must be a number in [0, 1], got 1.5"),
+            ({"rho": 1}, "bad parameters for policy 'every-n': no parameter 'rho' (it has: n, share)"),
+        ]:
+            with pytest.raises(ValueError) as e:
+                make_policy("every-n", **params)
+            assert str(e.value) == message
+    finally:
+        POLICIES.pop("every-n")
+    with pytest.raises(ValueError, match=r"k must be an integer in \[0, 4\], got 9"):
+        Param("k", int, 9, low=0, high=4)  # a default outside its own range is a bug in the declaration
+
+
+def test_policies_cannot_edit_the_decode_order():
+    """StepContext.decode_order is the decoder's record: a policy gets a read-only copy."""
+    seen = []
+
+    class Greedy(CachePolicy):
+        def plan(self, ctx):
+            seen.append(ctx.decode_order)
+            with pytest.raises(AttributeError):
+                ctx.decode_order.append(0)
+            return Plan(None, "full")
+
+    events = list(decode(tiny_model(), [5, 6], Greedy(), DecodeConfig(gen_len=4, block_len=4, stop_at_eos=False)))
+    assert seen == [tuple(pos for e in events[:i] for pos in e.unmasked) for i in range(len(events))]

@@ -28,18 +28,17 @@ def test_readme_examples_run(capsys):
     try:
         exec(policy_example, namespace)
     finally:
-        POLICIES.pop("every-fourth", None)
+        POLICIES.pop("every-n", None)
     totals = namespace["last"].totals
     assert totals.full_steps == math.ceil(totals.steps / 4)
     printed = capsys.readouterr().out.strip()
     assert printed.endswith(f"the answer is 34 . | {totals.full_steps} full steps of {totals.steps}")
 
 
-def test_core_generate_stays_the_function_after_the_bench_and_app_are_imported():
-    """core/generate.py (the command line) shares its name with the function core.generate, and
-    importing a submodule rebinds the package attribute: no library or app module may import it,
-    or the README's core.generate(...) would call a module. A fresh interpreter, so that no other
-    test's imports count."""
-    check = "import core, core.bench, app.ui, core.decoder; assert core.generate is core.decoder.generate"
+def test_core_generate_stays_the_function_after_the_cli_bench_and_app_are_imported():
+    """No module of the package may be named like the function core.generate: importing a submodule
+    rebinds the package attribute, and the README's core.generate(...) would call a module. A fresh
+    interpreter, so that no other test's imports count."""
+    check = "import core, core.cli, core.bench, app.ui, core.decoder; assert core.generate is core.decoder.generate"
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -4,10 +4,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from core.cli import main
 from core.loading import load_model
 from core.task import extract_answer, make_split
 from core.train import EPS, make_batch, response_mask, result_groups
-from core.train import main as train
+
+
+def train(argv: list[str]) -> int:
+    """`python -m core train ...`, in process."""
+    return main(["train", *argv])
 
 TINY = [
     "--batch",
@@ -41,7 +46,7 @@ def test_resume_is_exact_and_output_loads(tmp_path):
         assert torch.equal(a[name], b[name]), name
     model, tok = load_model(straight / "model")
     assert model.config.n_layers == 1 and tok.mask_token_id == model.config.mask_token_id
-    assert model.decode_defaults == {"gen_len": 64, "block_len": 32}
+    assert (model.config.gen_len, model.config.block_len) == (64, 32)
 
 
 def test_task_answers_are_exact():

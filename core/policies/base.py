@@ -5,12 +5,18 @@ the step, what was unmasked and how uncertain it was (`observe`). A policy never
 or the cache, so a new one is a small class registered by name: the decoder does not change.
 Positions come and go as plain Python ints: a policy does set arithmetic on a few dozen of them,
 which Python does in microseconds, and only the decoder turns positions into index tensors.
+
+A policy declares its parameters once (`parameters`, core/policies/params.py); the base class
+checks the values it is built with against them and sets each as an attribute.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
+
+from core.policies.params import Param, check_params
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,7 @@ class StepContext:
     prompt_len: int
     length: int  # prompt + generation
     block_masked: tuple[int, ...]  # sorted positions still masked in the current block
-    decode_order: list[int]  # every unmasked position so far, in the order unmasked (ascending within a step)
+    decode_order: tuple[int, ...]  # every unmasked position so far, in the order unmasked (ascending within a step)
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,14 @@ class Outcome:
 class CachePolicy:
     """Base class: every step a full forward. Subclasses override `plan` and maybe `observe`."""
 
-    name = "base"
+    name: ClassVar[str] = "base"  # set by core.policies.register
+    parameters: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **params: object) -> None:
+        self._values = check_params(self.name, self.parameters, params)
+        for key, value in self._values.items():
+            setattr(self, key, value)
+        self.reset()
 
     def reset(self) -> None:
         """Called once before a decode starts."""
@@ -56,7 +69,8 @@ class CachePolicy:
         """Called after each step with what it unmasked."""
 
     def params(self) -> dict:
-        return {}
+        """The values of the declared parameters this policy was built with."""
+        return dict(self._values)
 
     def describe(self) -> str:
         p = ", ".join(f"{k}={v}" for k, v in self.params().items())

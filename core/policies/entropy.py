@@ -11,35 +11,25 @@ every block is full. The decision costs O(vocab) per decoded token, nothing per 
 
 from __future__ import annotations
 
-import math
-
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
+from core.policies.params import Param
 from core.policies.registry import register
-
-DEFAULT_TAU = 0.5
-DEFAULT_K = 2
 
 
 @register("entropy")
 class EntropyCache(CachePolicy):
-    name = "entropy"
-
-    def __init__(self, tau: float = DEFAULT_TAU, k: int = DEFAULT_K) -> None:
-        tau = float(tau)
-        if math.isnan(tau):
-            raise ValueError("tau must be a number, got NaN")
-        if int(k) != k or k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {k}")
-        self.tau, self.k = tau, int(k)
-        self.reset()
+    parameters = (
+        Param("tau", float, 0.5, help="max decoded-token entropy (nats) above which the next step is full; "
+              "below 0: every step", ui=(0.0, 12.0)),
+        Param("k", int, 2, low=0, help="most recently decoded rows recomputed at every partial step", ui=(0, 64)),
+    )
+    tau: float
+    k: int
 
     def reset(self) -> None:
         self.full_next = True
         self.last_entropy: float | None = None
         self.last_unmasked: tuple[int, ...] = ()
-
-    def params(self) -> dict:
-        return {"tau": self.tau, "k": self.k}
 
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.block_step == 0:

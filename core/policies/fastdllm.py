@@ -12,8 +12,6 @@ from core.policies.registry import register
 
 @register("dual")
 class DualCache(CachePolicy):
-    name = "dual"
-
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.block_step == 0:
             return Plan(None, "full: first step of the block")
@@ -22,8 +20,6 @@ class DualCache(CachePolicy):
 
 @register("prefix")
 class PrefixCache(CachePolicy):
-    name = "prefix"
-
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.block_step == 0:
             return Plan(None, "full: first step of the block")

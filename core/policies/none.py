@@ -6,7 +6,5 @@ from core.policies.registry import register
 
 @register("none")
 class NoCache(CachePolicy):
-    name = "none"
-
     def plan(self, ctx: StepContext) -> Plan:
         return Plan(None, "no cache: every row")

@@ -8,21 +8,18 @@ before them) are computed. The first step is always full.
 from __future__ import annotations
 
 from core.policies.base import CachePolicy, Plan, StepContext
+from core.policies.params import Param
 from core.policies.registry import register
 
 
 @register("periodic")
 class PeriodicCache(CachePolicy):
-    name = "periodic"
-
-    def __init__(self, prompt_every: int = 50, response_every: int = 5) -> None:
-        for label, n in (("prompt_every", prompt_every), ("response_every", response_every)):
-            if int(n) != n or n < 1:
-                raise ValueError(f"{label} must be a positive integer, got {n}")
-        self.prompt_every, self.response_every = int(prompt_every), int(response_every)
-
-    def params(self) -> dict:
-        return {"prompt_every": self.prompt_every, "response_every": self.response_every}
+    parameters = (
+        Param("prompt_every", int, 50, low=1, help="steps between refreshes of the prompt rows", ui=(1, 512)),
+        Param("response_every", int, 5, low=1, help="steps between refreshes of the response rows", ui=(1, 512)),
+    )
+    prompt_every: int
+    response_every: int
 
     def plan(self, ctx: StepContext) -> Plan:
         prompt = ctx.step % self.prompt_every == 0

@@ -10,19 +10,18 @@ POLICIES: dict[str, type[CachePolicy]] = {}
 
 
 def register(name: str) -> Callable[[type[CachePolicy]], type[CachePolicy]]:
+    """Class decorator: make the policy buildable as `name` (and give the class that name)."""
+
     def add(cls: type[CachePolicy]) -> type[CachePolicy]:
+        cls.name = name
         POLICIES[name] = cls
         return cls
 
     return add
 
 
-def make_policy(name: str, **params) -> CachePolicy:
-    """Build a registered policy; unknown names and parameters raise ValueError."""
+def make_policy(name: str, **params: object) -> CachePolicy:
+    """Build a registered policy; unknown names and bad parameters raise ValueError naming them."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(sorted(POLICIES))}")
-    cls = POLICIES[name]
-    try:
-        return cls(**params)
-    except TypeError as e:
-        raise ValueError(f"bad parameters for policy {name!r}: {e}") from None
+    return POLICIES[name](**params)

@@ -1,4 +1,4 @@
-"""From a validated run to a stream of rendered updates: decode (race) on one side, render on the other.
+"""The race behind the Race tab: from a validated run to snapshots, and snapshots to rendered updates.
 
 `race_snapshots` is the only part that touches the model (on a GPU it is the part that runs inside
 the GPU allocation); `Renderer` turns snapshots into HTML and figures. Data flows one way: the
@@ -15,15 +15,13 @@ import plotly.graph_objects as go
 
 from app.params import RunParams
 from app.plots import entropy_figure, rows_figure
-from app.race import Lane, Snapshot, race
+from app.race import DEFAULT_THROTTLE_S, Lane, Snapshot, race
 from app.speed import banner_html, speed_html, speedup, summary_rows
 from app.text_view import TokenText, render_text
 from app.trace import TRACE_DIR, trace_dict, write_trace
-from core.decoder import DecodeConfig, decode
+from core.decoder import decode
 from core.loading import answer_text, chat_prompt_ids
-from core.policies import make_policy
 
-DEFAULT_THROTTLE_S = 0.25  # at most ~4 renders a second: plotting must not slow the decoders down
 SIDES = ("Left: compared", "Right: EntropyCache")
 
 
@@ -50,15 +48,6 @@ class Update:
     final: Final | None = None  # only on the last update of a race that ran to the end
 
 
-def warm_up(model, tokenizer) -> None:
-    """One tiny decode (a full step, then a partial one), so that one-time costs (allocations, kernel
-    selection, lazily built tables) land on neither lane's clock: the lane stepped first would pay them."""
-    ids = chat_prompt_ids(tokenizer, "warm up")
-    policy = make_policy("entropy", tau=float("inf"))
-    for _ in decode(model, ids, policy, DecodeConfig(gen_len=8, block_len=8, steps=2)):
-        pass
-
-
 def race_snapshots(
     model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False,
@@ -80,7 +69,7 @@ class Renderer:
         cfg = model.config
         self.params = params
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # the run's only tokenization: decoders reuse it
+        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # both decoders get these very ids
         self.length = len(self.prompt_ids) + params.gen_len
         # With a threshold a block runs until it is done (at least one token a step), so the plots must
         # span gen_len steps whatever `steps` holds; otherwise they would cut the race short.
@@ -124,12 +113,3 @@ class Renderer:
                           speedup(base, ours))
         return Final(texts, summary_rows(base, ours, self.policies), write_trace(data, self.trace_dir))
 
-
-def stream_race(
-    model, tokenizer, params: RunParams, *, throttle_s: float = DEFAULT_THROTTLE_S,
-    should_stop: Callable[[], bool] = lambda: False, trace_dir: Path = TRACE_DIR,
-) -> Iterator[Update]:
-    """One rendered Update per snapshot of the race; the last one carries the Final results."""
-    renderer = Renderer(model, tokenizer, params, trace_dir)
-    for snap in race_snapshots(model, renderer.prompt_ids, params, throttle_s, should_stop):
-        yield renderer.update(snap)

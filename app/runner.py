@@ -1,0 +1,121 @@
+"""One tab's Run, written once: validate, take the session's run, load the model, stream the decode's
+snapshots into the tab's outputs, end with "Stopped." after a Stop.
+
+Every tab (Race, Drift, Sweep) runs this way. The session's run board hands out a stop flag (a new Run
+or Stop in any tab cancels the run in flight); core's own checks and an out-of-memory become gr.Error
+with a plain message; the board forgets the run however it ends. The decode itself (plain data out,
+no figures) runs on the CPU or, for a GPU model, inside a function decorated with spaces.GPU once, at
+build time, as ZeroGPU wants. A tab says what its outputs are with a TabView.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import gradio as gr
+import torch
+
+from app.banner import STOPPED, banner
+from app.context import AppContext
+from app.gpu import GPU_DURATION_S, free_memory, on_gpu
+from app.sessions import StopFlag
+
+OOM = "Out of GPU memory: try a shorter gen length or prompt."
+
+
+class TabView:
+    """One run of one tab, as that tab shows it. A subclass sets `n_outputs` and `label` (the model's)
+    and says what to show before the first snapshot, for each snapshot, and after the last."""
+
+    n_outputs: int
+    label: str
+
+    def message(self, text: str) -> tuple:
+        """Only the banner changes."""
+        return (banner(text), *(gr.skip(),) * (self.n_outputs - 1))
+
+    def loading(self, text: str) -> tuple:
+        """While the model loads (the first run of a model)."""
+        return self.message(text)
+
+    def start(self, model, tokenizer) -> tuple[tuple, tuple]:
+        """(the outputs before the first snapshot, the decode's arguments after model and tokenizer)."""
+        raise NotImplementedError
+
+    def show(self, snapshot) -> tuple:
+        raise NotImplementedError
+
+    def end(self) -> tuple | None:
+        """Outputs once the snapshots ran out by themselves (not after a Stop or a new Run), if any."""
+        return None
+
+
+class TabRunner:
+    """A tab's runs. `decode(model, tokenizer, *args, should_stop=...)` yields the tab's snapshots."""
+
+    def __init__(self, ctx: AppContext, decode: Callable[..., Iterator], gpu_duration_s: int = GPU_DURATION_S,
+                 oom_message: str = OOM) -> None:
+        self.ctx = ctx
+        self.decode = decode
+        self.oom_message = oom_message
+        self.gpu_snapshots = on_gpu(self.snapshots, gpu_duration_s)  # decorated once, at build time
+
+    def snapshots(self, label: str, stop: StopFlag | None, *args) -> Iterator:
+        """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures.
+
+        `stop` is the run's own flag, polled between steps. On ZeroGPU spaces.GPU pickles the arguments
+        into a forked worker process; the flag is file-backed (app/sessions.py), so the worker's copy
+        sees a Stop or a new Run set in the server and its decode ends within one step."""
+        model, tokenizer = self.ctx.load_warm(label)
+        should_stop = stop.is_set if stop is not None else (lambda: False)
+        try:
+            yield from self.decode(model, tokenizer, *args, should_stop=should_stop)
+        finally:
+            free_memory()
+
+    def run(self, request: gr.Request | None, validate: Callable[[], TabView]) -> Iterator[tuple]:
+        """validate() (its ValueError is the visitor's message), then the session's run of the view it gives."""
+        try:
+            view = validate()
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+        # The flag is taken here, once: looked up by session key later, it could be the next run's.
+        key, flag = self.ctx.board.begin(getattr(request, "session_hash", None))
+        try:
+            yield from self._stream(view, flag)
+            if flag.reason == "stop":  # said last, so no update rendered while stopping can overwrite it
+                yield (STOPPED, *(gr.skip(),) * (view.n_outputs - 1))
+        except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
+            raise gr.Error(str(e), print_exception=False) from None
+        except torch.OutOfMemoryError:
+            raise gr.Error(self.oom_message, print_exception=False) from None
+        finally:
+            self.ctx.board.end(key, flag)
+
+    def _stream(self, view: TabView, flag: StopFlag) -> Iterator[tuple]:
+        registry = self.ctx.registry
+        choice = registry.choice(view.label)
+        if not registry.is_loaded(view.label):
+            yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
+        model, tokenizer = registry.get(view.label)
+        first, args = view.start(model, tokenizer)
+        yield first
+        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
+        with closed_after(run(view.label, flag, *args)) as snapshots:  # freed if cancelled
+            for snapshot in snapshots:
+                yield view.show(snapshot)  # rendering happens here, between steps, off the clocks
+        last = None if flag.is_set() else view.end()
+        if last is not None:
+            yield last
+
+
+@contextmanager
+def closed_after(iterator: Iterator) -> Iterator[Iterator]:
+    """Like contextlib.closing, for iterators that may lack close() (a wrapped GPU generator, say)."""
+    try:
+        yield iterator
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,241 @@
+"""The command line: one entry point, `python -m core COMMAND ...`.
+
+    python -m core generate --prompt "mia has 7 marbles . ..." --policy entropy --tau 0.5 --k 2
+    python -m core bench --policies none,entropy,dual --tau 0.1,0.5,1 --n 40 --json out/bench.json
+    python -m core bench --forward-rows 108,18,2          # the cost of one forward by rows computed
+    python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
+    python -m core train --out assets/wordproblems-diffusion --minutes 57
+
+The model and decode flags are defined once here, and every policy parameter's flag is derived from
+the policies' declarations (core/policies/params.py): `generate` takes one value, `bench` a comma
+list (a sweep over every combination). Wrong flags are reported before the model is loaded, which
+for an 8B checkpoint takes minutes. Errors print as 'error: ...' with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from core import train
+from core.bench import contenders_from, format_table, run_bench
+from core.decoder import DecodeConfig, generate
+from core.diagnostics import drift_report
+from core.forward_cost import forward_costs, weight_bytes
+from core.loading import UnknownWordsError, answer_text, chat_prompt_ids, load_model
+from core.policies import POLICIES, make_policy
+from core.policies.params import Param
+from core.task import example_prompt, make_split
+
+
+def declared_params() -> dict[str, Param]:
+    """Every policy parameter by name. Policies that share a name share its flag (same type)."""
+    out: dict[str, Param] = {}
+    for cls in POLICIES.values():
+        for p in cls.parameters:
+            if p.name in out and out[p.name].kind is not p.kind:
+                raise TypeError(f"policies declare parameter {p.name!r} with two types")
+            out.setdefault(p.name, p)
+    return out
+
+
+def add_model_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--model", default=None, help="checkpoint folder, hub id, 'llada', 'dream' (default: embedded)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
+
+
+def add_decode_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--gen-len", type=int, default=None, help="response length (default: the model's)")
+    ap.add_argument("--block", type=int, default=None, help="block length (default: the model's)")
+    ap.add_argument("--steps", type=int, default=None, help="denoising steps (default: one token per step)")
+    ap.add_argument("--threshold", type=float, default=None, help="parallel decoding confidence threshold")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def add_policy_args(ap: argparse.ArgumentParser, lists: bool) -> None:
+    """One flag per declared policy parameter (`--tau`, `--k`; a one-letter name also gets `-k`)."""
+    for p in declared_params().values():
+        users = ", ".join(name for name, cls in POLICIES.items() if p in cls.parameters)
+        flags = [f"--{p.name.replace('_', '-')}"] + ([f"-{p.name}"] if len(p.name) == 1 else [])
+        text = f"{p.help} ({users}; default {p.default:g}{'; comma list for a sweep' if lists else ''})"
+        ap.add_argument(*flags, dest=p.name, type=str if lists else p.kind, default=None, help=text)
+
+
+def policy_params(name: str, args: argparse.Namespace) -> dict:
+    """The values given on the command line for the parameters policy `name` declares; a flag of
+    another policy's parameter is an error, not silently ignored."""
+    given = {n: getattr(args, n) for n in declared_params() if getattr(args, n) is not None}
+    _refuse_unused(given, [name])
+    return given
+
+
+def _refuse_unused(given: dict, policies: list[str]) -> None:
+    for n in given:
+        if not any(n in {p.name for p in POLICIES[name].parameters} for name in policies if name in POLICIES):
+            owners = ", ".join(k for k, c in POLICIES.items() if n in {p.name for p in c.parameters})
+            raise ValueError(f"--{n.replace('_', '-')} is a parameter of {owners}, not of {', '.join(policies)}")
+
+
+def _value_lists(args: argparse.Namespace) -> dict[str, list]:
+    """The comma lists given for declared parameters, each value checked against its declaration."""
+    out = {}
+    for p in declared_params().values():
+        text = getattr(args, p.name)
+        if text is None:
+            continue
+        try:
+            numbers = [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"--{p.name.replace('_', '-')} must be a comma list of numbers, got {text!r}") from None
+        out[p.name] = [p.check(v) for v in numbers]
+    return out
+
+
+def check_before_load(gen_len: int | None, block_len: int | None, **settings) -> None:
+    """Reject decode flags that are wrong whatever the model, before loading it. What depends on the
+    model's default lengths is checked once it is loaded."""
+    if gen_len is not None and block_len is not None:  # nothing left to the model: check it all
+        DecodeConfig(gen_len=gen_len, block_len=block_len, **settings).validate()
+        return
+    if block_len is not None and block_len < 1:
+        raise ValueError(f"block_len must be a positive integer, got {block_len}")
+    lengths = {} if gen_len is None else {"gen_len": gen_len, "block_len": max(gen_len, 1)}
+    others = {k: v for k, v in settings.items() if k != "steps"}  # the steps' range needs both lengths
+    DecodeConfig(**lengths, **others).validate()
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    return dict(steps=args.steps, threshold=args.threshold, temperature=args.temperature, seed=args.seed)
+
+
+def _load(args: argparse.Namespace):
+    return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype) if args.dtype else None)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    policy = make_policy(args.policy, **policy_params(args.policy, args))
+    check_before_load(args.gen_len, args.block, **_settings(args))
+    model, tokenizer = _load(args)
+    config = DecodeConfig.for_model(model.config, args.gen_len, args.block, **_settings(args))
+    try:
+        prompt = chat_prompt_ids(tokenizer, args.prompt)
+    except UnknownWordsError as e:  # only our word-level models have unknown words
+        raise ValueError(f"{e}. The embedded model was trained only on word problems, e.g.:\n"
+                         f"  python -m core generate --prompt \"{example_prompt()}\"") from None
+    last = generate(model, prompt, policy, config)
+    t = last.totals
+    print(answer_text(tokenizer, last))
+    print(
+        f"[{policy.describe()}] steps {t.steps}, full steps {t.full_steps}, "
+        f"rows computed {t.rows_fraction:.1%} of full, time {t.compute_s:.3f}s, {t.tokens_per_s:.1f} tokens/s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _row_counts(text: str, length: int) -> list[int]:
+    """--forward-rows as positive integers (a count >= length times a full forward)."""
+    if length < 1:
+        raise ValueError(f"--length must be a positive integer, got {length}")
+    try:
+        counts = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--forward-rows must be a comma list of integers, got {text!r}") from None
+    if min(counts) < 1:
+        raise ValueError(f"--forward-rows counts must be at least 1, got {min(counts)}")
+    return counts
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    if not 1 <= args.n <= 1000:
+        raise ValueError(f"--n must be in [1, 1000], got {args.n}")
+    policies, values = args.policies.split(","), _value_lists(args)
+    contenders = contenders_from(policies, values)
+    _refuse_unused(values, policies)
+    if args.drift and len(contenders) != 1:
+        raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 0.5")
+    check_before_load(args.gen_len, args.block, **_settings(args))
+    row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
+    model, tokenizer = _load(args)
+    config = DecodeConfig.for_model(model.config, args.gen_len, args.block, **_settings(args))
+    config.validate()
+    if row_counts:
+        _print_forward_costs(model, args.length, row_counts)
+    elif args.drift:
+        c = contenders[0]
+        prompts = [p.prompt for p in make_split("test", args.n)]
+        report = drift_report(model, tokenizer, prompts, c.policy, c.params, config)
+        curve = report.pop("volatility")
+        print(f"policy: {c.label}")
+        print(json.dumps(report, indent=1))
+        print("K/V change by steps since unmasked:", {a: round(v, 4) for a, v in list(curve.items())[:12]})
+    else:
+        rows = run_bench(model, tokenizer, make_split("test", args.n), contenders, config, warmup=args.warmup)
+        print(format_table(rows))
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
+    costs = forward_costs(model, length, row_counts)
+    full, mb = max(costs.values()), weight_bytes(model) / 1e6
+    print(f"weights read by every pass: {mb:.1f} MB")
+    for n, s in costs.items():
+        print(
+            f"{n:5d} rows of {length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest; "
+            f"weights alone would need {mb / 1e3 / s:5.1f} GB/s)"
+        )
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m core", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,train}")
+
+    gen = commands.add_parser("generate", help="decode one prompt; print the answer and a one-line summary")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--policy", default="entropy", choices=sorted(POLICIES))
+    add_model_args(gen)
+    add_decode_args(gen)
+    add_policy_args(gen, lists=False)
+    gen.set_defaults(run=run_generate)
+
+    bench = commands.add_parser("bench", help="policies side by side on held-out problems, interleaved",
+                                description="All policies run in one process on the same prompts and seed, "
+                                "interleaved prompt by prompt (the order rotates), so machine noise hits them "
+                                "alike. The first policy is the reference for agreement, speedup and ceiling.")
+    bench.add_argument("--policies", default="none,entropy,dual,periodic",
+                       help="comma list; the first is the reference")
+    bench.add_argument("--n", type=int, default=50, help="held-out problems")
+    bench.add_argument("--warmup", type=int, default=1)
+    bench.add_argument("--json", default=None, help="write the result rows here")
+    bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 108,18,2")
+    bench.add_argument("--length", type=int, default=108, help="cache length for --forward-rows")
+    bench.add_argument("--drift", action="store_true", help="instead: entropy-vs-drift correlation and volatility")
+    add_model_args(bench)
+    add_decode_args(bench)
+    add_policy_args(bench, lists=True)
+    bench.set_defaults(run=run_bench_command)
+
+    tr = commands.add_parser("train", help="train the embedded model (seeded, resumable)",
+                             description=train.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_arguments(tr)
+    tr.set_defaults(run=lambda args: train.run(tr, args))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
