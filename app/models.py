@@ -23,7 +23,7 @@ import torch
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
-from core.task import ITEMS, MAX_VALUE, NAMES, make_split
+from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES, make_split
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "wordproblems-diffusion (embedded, CPU)"
@@ -143,7 +143,7 @@ def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelCho
         raise ValueError(f"model folder {str(folder)!r} has no config.json")
     config, _, _ = read_config(path)
     defaults = DecodeConfig.for_model(config)
-    if config.family == "own":  # a word-problem model (core/task.py)
+    if config.family == "own":  # a word-problem model (core/tasks/word_problems.py)
         return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, word_problem_examples(),
                            WORD_PROBLEMS)
     return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, CHAT_EXAMPLES)

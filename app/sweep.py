@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.params import BOUNDS, check_number, number_text
 from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
-from core.task import make_split
+from core.tasks.word_problems import make_split
 
 MAX_TAUS = 8
 MAX_KS = 4

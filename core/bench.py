@@ -19,7 +19,7 @@ from core.decoder import DecodeConfig, generate
 from core.events import Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy
-from core.task import Problem, extract_answer
+from core.tasks.word_problems import Problem, extract_answer
 
 
 @dataclass(frozen=True)

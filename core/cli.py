@@ -29,7 +29,7 @@ from core.forward_cost import forward_costs, weight_bytes
 from core.loading import UnknownWordsError, answer_text, chat_prompt_ids, load_model
 from core.policies import POLICIES, make_policy
 from core.policies.params import Param
-from core.task import example_prompt, make_split
+from core.tasks.word_problems import example_prompt, make_split
 
 
 def declared_params() -> dict[str, Param]:

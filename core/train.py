@@ -8,7 +8,7 @@ cross-entropy on masked tokens weighted by 1/t. Three additions, each there beca
 helped within the hour (docs/EMBEDDED_MODEL.md): t stratified over the batch and results hidden
 together with their copies (the model must compute a result, not copy it); number embeddings
 initialised with value features (12 starts near 13); and a quarter of the rows are arithmetic
-drills (core.task.make_drill), which show each fact far more often per step than word problems.
+drills (core.tasks.word_problems.make_drill), which show each fact far more often per step than word problems.
 Seeded and resumable: each batch is drawn from a generator seeded by (seed, step), and --resume
 continues from the state saved every --save-every steps under --state.
 """
@@ -31,7 +31,7 @@ from core.checkpoint import save_own_model
 from core.config import ModelConfig
 from core.loading import chat_prompt_ids
 from core.model import DiffusionTransformer
-from core.task import ITEMS, NAMES, NUMBERS, WORDS, make_drill, make_problem, make_split
+from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS, make_drill, make_problem, make_split
 from core.word_tokenizer import build_tokenizer
 
 GEN_LEN = 64  # response length the model is trained (and decoded) with
@@ -60,7 +60,7 @@ def result_groups(words: list[str], copies: bool = True) -> list[int]:
 
 def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str], drill_share: float = 0.0):
     """Left-padded prompts + responses padded with end-of-text to GEN_LEN, and the responses'
-    result groups (see result_groups). Each row is an arithmetic drill (core.task.make_drill)
+    result groups (see result_groups). Each row is an arithmetic drill (core.tasks.word_problems.make_drill)
     with probability drill_share, else a word problem."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     pairs = []

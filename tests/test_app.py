@@ -45,7 +45,7 @@ from core.decoder import DecodeConfig, generate
 from core.events import StepEvent
 from core.loading import EMBEDDED, answer_text, chat_prompt_ids, read_config
 from core.policies import POLICIES, make_policy
-from core.task import make_split
+from core.tasks.word_problems import make_split
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 PROMPT = make_split("test", 1)[0].prompt

@@ -30,7 +30,7 @@ from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
-from core.task import make_split
+from core.tasks.word_problems import make_split
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 PROMPT = make_split("test", 1)[0].prompt

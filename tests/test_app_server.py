@@ -41,7 +41,7 @@ from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.diagnostics import Probe, drift_vs_entropy  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
-from core.task import make_split  # noqa: E402
+from core.tasks.word_problems import make_split  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 ROOT = Path(__file__).resolve().parent.parent

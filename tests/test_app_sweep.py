@@ -23,7 +23,7 @@ from app.sweep import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_
 from app.sweep_plots import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
 from app.sweep_tab import SweepResult, SweepTab
 from core.bench import Progress, sweep
-from core.task import make_split
+from core.tasks.word_problems import make_split
 
 EXACT = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps", "n", "label")
 

@@ -13,7 +13,7 @@ from core.checkpoint import save_own_model
 from core.decoder import DecodeConfig, generate
 from core.loading import chat_prompt_ids, load_model
 from core.policies import make_policy
-from core.task import ITEMS, NAMES, NUMBERS, WORDS, make_split
+from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS, make_split
 from core.word_tokenizer import build_tokenizer
 
 FIELDS = {

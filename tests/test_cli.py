@@ -10,7 +10,7 @@ from conftest import tiny_model
 
 from core.checkpoint import save_own_model
 from core.cli import contenders_from
-from core.task import ITEMS, NAMES, NUMBERS, WORDS
+from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS
 from core.word_tokenizer import build_tokenizer
 
 PROMPT = "mia has 3 apples . how many apples does mia have now ?"

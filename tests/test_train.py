@@ -6,7 +6,7 @@ from safetensors.torch import load_file
 
 from core.cli import main
 from core.loading import load_model
-from core.task import extract_answer, make_split
+from core.tasks.word_problems import extract_answer, make_split
 from core.train import EPS, make_batch, response_mask, result_groups
 
 
@@ -70,7 +70,7 @@ def test_result_groups_tie_each_result_to_its_copies():
 def test_response_mask_hides_whole_groups_and_stratifies_t():
     import random
 
-    from core.task import ITEMS, NAMES, NUMBERS, WORDS
+    from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS
     from core.word_tokenizer import build_tokenizer
 
     tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
@@ -108,7 +108,7 @@ def test_number_init_puts_numbers_on_a_line_and_keeps_norms():
 def test_drills_are_exact_facts_in_the_answer_format():
     import random
 
-    from core.task import MAX_VALUE, make_drill
+    from core.tasks.word_problems import MAX_VALUE, make_drill
 
     rng = random.Random(0)
     seen = set()
@@ -130,7 +130,7 @@ def test_drills_are_exact_facts_in_the_answer_format():
 def test_drill_rows_hide_results_without_tying_them_to_the_next_operand():
     import random
 
-    from core.task import ITEMS, NAMES, NUMBERS, WORDS
+    from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS
     from core.word_tokenizer import build_tokenizer
 
     tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)

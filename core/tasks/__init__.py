@@ -1,0 +1,1 @@
+"""The embedded model's tasks: generators of prompts and checkable answers."""

@@ -1,0 +1,480 @@
+"""Short stories from a probabilistic grammar, and a checker that grades them.
+
+Why this task: the word problems leave the model almost nothing to choose, so its entropy is flat. A
+story has real free choices (which event comes next, where the character goes, what they find) between
+long runs of tokens that grammar and memory fix (articles, the pronoun of the main character, the
+place they are in now, the objects they hold, the friend they met). Code can still grade it: every
+answer is parsed against the grammar while a state (place, held objects, friend) is tracked.
+
+    prompt: "tell a story about mia and a dog in the park ."
+    answer: "once upon a time , a girl named mia and her dog were in the park . the park was sunny .
+             in the park , she found a red ball . then she went to the zoo with her dog . the zoo
+             was quiet . ... that night , she went home with her dog and the red ball . the end ."
+
+Rules the checker enforces (its reason names the first one broken, with the sentence number):
+- every sentence is the grammar's: the story opens with OPENING, goes on with EVENTS and ends with
+  one of ENDINGS ("... . the end ."), with nothing after it, and is 100 to 230 words long;
+- the prompt's constraints: the main character, the pet and the starting place are the prompt's;
+- pronouns and possessives ("she"/"he", "her"/"his", "a girl"/"a boy") agree with the main
+  character's gender;
+- "in the X" names the place the character is in now (the start, or the last place gone to);
+- a character can only drop, give or show an object they hold; "found" adds one (at most two held);
+- a friend must be met before being named, is met once, and comes along after (going somewhere and
+  going home name them); the ending lists the objects still held, in the order they were found.
+
+Free choices: at each event the generator picks a template uniformly among those the state allows,
+then fills each slot uniformly from what the state allows. `choice_points` replays a story and gives,
+for each answer token, how many different tokens the generator could have written there (free_share
+sums it up). Measured over 1000 stories of each split: 21% of answer tokens are free (2 to 9 options,
+median 6; ~38 free tokens a story: which event, connective, place, color, object, friend, adjective,
+pet's or friend's action), the other 79% forced; answers are 120-230 words, median ~182 (quartiles
+~154 and ~208). WORDS has 88 words, 83 of them beyond core.tasks.word_problems's vocabulary.
+
+Held-out prompts: a prompt (name, pet, place) is held out iff the sum of their list indices is a
+multiple of 6 (96 of 576 prompts; every name, pet and place appears in both splits). make_split draws
+'test' stories only from held-out prompts and 'train' only from the rest, from different seeds, so
+no test prompt is ever a train prompt; a trainer drawing with make_story(rng) filters by is_held_out.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+from core.tasks.word_problems import NAMES
+
+GENDER = {
+    "mia": "girl", "leo": "boy", "ava": "girl", "sam": "boy", "zoe": "girl", "max": "boy",
+    "ivy": "girl", "tom": "boy", "ben": "boy", "eva": "girl", "kai": "boy", "amy": "girl",
+}  # fmt: skip
+PRONOUN = {"girl": "she", "boy": "he"}
+POSSESSIVE = {"girl": "her", "boy": "his"}
+PETS = ["dog", "cat", "bird", "rabbit", "duck", "frog"]
+PLACES = ["park", "garden", "forest", "zoo", "kitchen", "farm", "school", "market"]
+OBJECTS = ["ball", "hat", "kite", "box", "key", "cup", "shoe", "flower"]
+COLORS = ["red", "blue", "green", "yellow", "black", "white"]
+LOOKS = ["big", "small", "quiet", "sunny", "busy", "dark"]  # how a place was
+CONNECTIVES = ["then", "next", "later", "soon"]
+PET_ACTS = ["ran", "jumped", "slept", "played", "hid", "sat"]
+FRIEND_ACTS = ["smiled", "laughed", "waved", "looked", "shouted"]  # ... at <main character>
+FEELINGS = ["happy", "glad", "surprised", "excited"]
+MAX_HELD = 2
+MIN_WORDS, MAX_WORDS = 100, 230  # the answer must fit a 256-token canvas with an end-of-text after it
+PROMPT = "tell a story about {name} and a {pet} in the {place} ."
+_GLUE = (
+    "tell a story about and in the . , once upon time named were was found met went to with gave dropped "
+    "showed at that night home too end"
+).split()
+WORDS = sorted(
+    set(
+        _GLUE
+        + list(PRONOUN.values())
+        + list(POSSESSIVE.values())
+        + list(GENDER.values())
+        + PETS
+        + PLACES
+        + OBJECTS
+        + COLORS
+        + LOOKS
+        + CONNECTIVES
+        + PET_ACTS
+        + FRIEND_ACTS
+        + FEELINGS
+    )
+)  # the vocabulary beyond core.tasks.word_problems.NAMES (prompt and answer)
+
+
+@dataclass(frozen=True)
+class Story:
+    prompt: str
+    answer_text: str
+    name: str  # the prompt's constraints, which the checker holds the answer to
+    pet: str
+    place: str
+
+
+class CheckResult(NamedTuple):
+    ok: bool
+    reason: str  # "" when ok, else the first rule broken, e.g. "sentence 4: 'she' but leo is a boy"
+
+
+@dataclass(frozen=True)
+class State:
+    """What the story has established so far; later sentences must agree with it."""
+
+    name: str
+    pet: str
+    place: str
+    held: tuple[str, ...] = ()  # "red ball", in the order found
+    friend: str | None = None
+
+    @property
+    def gender(self) -> str:
+        return GENDER[self.name]
+
+
+Domain = Callable[[State, dict], list[str]]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A place in a template: `words` is what the grammar allows there (each value one word, or
+    'color object' for an object), `domain` what the story's state allows, `why` the reason when a
+    grammatical value is not allowed (formatted with v, the values, the state's fields, the template's verb;
+    or a function of state, values and v)."""
+
+    words: tuple[str, ...]
+    domain: Domain
+    why: str | Callable[[State, dict, str], str] = "'{v}' is not allowed here"
+
+
+def _every(words: list[str]) -> Domain:
+    return lambda s, f: list(words)
+
+
+_ITEMS = tuple(f"{c} {o}" for c in COLORS for o in OBJECTS)
+SLOTS = {
+    "conn": Slot(tuple(CONNECTIVES), _every(CONNECTIVES)),
+    "pron": Slot(("she", "he"), lambda s, f: [PRONOUN[s.gender]], "'{v}' but {name} is a {gender}"),
+    "poss": Slot(("her", "his"), lambda s, f: [POSSESSIVE[s.gender]], "'{v}' but {name} is a {gender}"),
+    "kid_main": Slot(("girl", "boy"), lambda s, f: [s.gender], "'a {v}' but {name} is a {gender}"),
+    "main": Slot(tuple(NAMES), lambda s, f: [s.name], "the story is about {v} but the prompt asks for {name}"),
+    "main_again": Slot(tuple(NAMES), lambda s, f: [s.name], "at {v} but the main character is {name}"),
+    "pet": Slot(tuple(PETS), lambda s, f: [s.pet], "a {v} but the pet is a {pet}"),
+    "pet_again": Slot(tuple(PETS), lambda s, f: [s.pet], "a {v} but the pet is a {pet}"),
+    "start": Slot(tuple(PLACES), lambda s, f: [s.place], "starts in the {v} but the prompt asks for the {place}"),
+    "start_again": Slot(tuple(PLACES), lambda s, f: [s.place], "the {v} but the story starts in the {place}"),
+    "here": Slot(tuple(PLACES), lambda s, f: [s.place], "in the {v} but {name} is in the {place}"),
+    "to": Slot(tuple(PLACES), lambda s, f: [p for p in PLACES if p != s.place], "goes to the {v} but {name} is there"),
+    "to_again": Slot(tuple(PLACES), lambda s, f: [f["to"]], "the {v} but {name} went to the {to}"),
+    "look": Slot(tuple(LOOKS), _every(LOOKS)),
+    "color": Slot(tuple(COLORS), _every(COLORS)),
+    "thing": Slot(
+        tuple(OBJECTS),
+        lambda s, f: [o for o in OBJECTS if o not in {h.split()[1] for h in s.held}],
+        "finds a {v} but {name} already holds one",
+    ),
+    "held": Slot(_ITEMS, lambda s, f: list(s.held), "{verb} the {v} {name} does not hold"),
+    "held1": Slot(_ITEMS, lambda s, f: list(s.held[:1]), "ends with the {v} but {name} holds {held}"),
+    "held2": Slot(_ITEMS, lambda s, f: list(s.held[1:2]), "ends with the {v} but {name} holds {held}"),
+    "friend": Slot(tuple(NAMES), lambda s, f: [s.friend] if s.friend else [], "{v} is not a friend {name} has met"),
+    "friend_again": Slot(tuple(NAMES), lambda s, f: [f["friend"]], "{v} but the friend is {friend}"),
+    "kid": Slot(("girl", "boy"), _every(["girl", "boy"])),
+    "new_friend": Slot(
+        tuple(NAMES),
+        lambda s, f: [n for n in NAMES if GENDER[n] == f["kid"] and n != s.name],
+        lambda s, f, v: f"meets {v}, the main character" if v == s.name else f"a {f['kid']} named {v} is a {GENDER[v]}",
+    ),
+    "pet_act": Slot(tuple(PET_ACTS), _every(PET_ACTS)),
+    "friend_act": Slot(tuple(FRIEND_ACTS), _every(FRIEND_ACTS)),
+    "feeling": Slot(tuple(FEELINGS), _every(FEELINGS)),
+}
+
+
+def _always(s: State) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Template:
+    """One event of the grammar: its words ("{slot}" marks a slot), when it is allowed, what it changes."""
+
+    text: str
+    verb: str = ""  # for the checker's reasons
+    needs: Callable[[State], str | None] = _always  # None if the state allows it, else the reason
+    apply: Callable[[State, dict], State] = lambda s, f: s
+    parts: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", tuple(self.text.split()))
+
+
+def _without(held: tuple[str, ...], item: str) -> tuple[str, ...]:
+    return tuple(h for h in held if h != item)
+
+
+def _no_friend(s: State) -> str | None:
+    return f"{s.name} comes without {s.friend}" if s.friend else None
+
+
+def _has_friend(s: State) -> str | None:
+    return None if s.friend else f"names a friend but {s.name} has met none"
+
+
+OPENING = Template(
+    "once upon a time , a {kid_main} named {main} and {poss} {pet} were in the {start} . the {start_again} was {look} ."
+)
+EVENTS = [
+    Template(
+        "{conn} {pron} went to the {to} with {poss} {pet} . the {to_again} was {look} .",
+        needs=_no_friend,
+        apply=lambda s, f: replace(s, place=f["to"]),
+    ),
+    Template(
+        "{conn} {pron} went to the {to} with {poss} {pet} and {friend} . the {to_again} was {look} .",
+        needs=_has_friend,
+        apply=lambda s, f: replace(s, place=f["to"]),
+    ),
+    Template(
+        "in the {here} , {pron} found a {color} {thing} .",
+        needs=lambda s: f"{s.name} already holds two things" if len(s.held) >= MAX_HELD else None,
+        apply=lambda s, f: replace(s, held=s.held + (f"{f['color']} {f['thing']}",)),
+    ),
+    Template(
+        "{conn} {pron} dropped the {held} in the {here} .",
+        verb="drops",
+        apply=lambda s, f: replace(s, held=_without(s.held, f["held"])),
+    ),
+    Template(
+        "{conn} {pron} gave the {held} to {friend} . {friend_again} was {feeling} .",
+        verb="gives",
+        apply=lambda s, f: replace(s, held=_without(s.held, f["held"])),
+    ),
+    Template("{pron} showed the {held} to {poss} {pet} . the {pet_again} {pet_act} .", verb="shows"),
+    Template(
+        "in the {here} , {pron} met a {kid} named {new_friend} .",
+        needs=lambda s: f"meets a second friend after {s.friend}" if s.friend else None,
+        apply=lambda s, f: replace(s, friend=f["new_friend"]),
+    ),
+    Template("{poss} {pet} {pet_act} in the {here} ."),
+    Template("{friend} {friend_act} at {main_again} ."),
+]
+
+
+def _make_ending(n_held: int, friend: bool) -> Template:
+    items = "".join(f" and the {{held{i + 1}}}" for i in range(n_held))
+    together = "{friend} went home too . " if friend else ""
+
+    def needs(s: State) -> str | None:
+        if len(s.held) != n_held:
+            return f"the ending lists {n_held} objects but {s.name} holds {len(s.held)}"
+        return _has_friend(s) if friend else _no_friend(s)
+
+    return Template(f"that night , {together}{{pron}} went home with {{poss}} {{pet}}{items} . the end .", needs=needs)
+
+
+ENDINGS = [_make_ending(k, friend) for friend in (False, True) for k in range(MAX_HELD + 1)]
+_MAX_EVENT = max(len(t.parts) + t.text.count("{held") for t in EVENTS)  # an object is two words
+_MAX_ENDING = max(len(t.parts) + t.text.count("{held") for t in ENDINGS)
+_MIN_TARGET = 120  # a story ends once its length with the ending reaches a target drawn from [120, MAX_WORDS]
+
+
+def _fill(t: Template, s: State, rng: random.Random) -> dict | None:
+    """A uniform choice at each slot, in order; None if some slot has no allowed value."""
+    filled: dict = {}
+    for p in t.parts:
+        if p.startswith("{") and p[1:-1] not in filled:
+            options = SLOTS[p[1:-1]].domain(s, filled)
+            if not options:
+                return None
+            filled[p[1:-1]] = rng.choice(options)
+    return filled
+
+
+def _render(t: Template, filled: dict) -> list[str]:
+    return " ".join(filled[p[1:-1]] if p.startswith("{") else p for p in t.parts).split()
+
+
+def _ending_words(s: State) -> list[str]:
+    """The one ending the state allows (it has no free slot)."""
+    t = next(t for t in ENDINGS if not t.needs(s))
+    return _render(t, _fill(t, s, random.Random(0)))
+
+
+def _may_go_on(n_words: int) -> bool:
+    """Room for one more event of any length and then any ending."""
+    return n_words + _MAX_EVENT + _MAX_ENDING <= MAX_WORDS
+
+
+def _choices(s: State, n_words: int) -> list[Template]:
+    """The templates the generator may use next (events and/or the ending) by length and state."""
+    pool = (EVENTS if _may_go_on(n_words) else []) + (ENDINGS if n_words + len(_ending_words(s)) >= _MIN_TARGET else [])
+    return [t for t in pool if not t.needs(s) and _fill(t, s, random.Random(0)) is not None]
+
+
+@functools.cache
+def _prompt_triples(held_out: bool) -> list[tuple[str, str, str]]:
+    return [
+        (n, p, pl)
+        for i, n in enumerate(NAMES) for j, p in enumerate(PETS) for k, pl in enumerate(PLACES)
+        if ((i + j + k) % 6 == 0) == held_out
+    ]  # fmt: skip
+
+
+def is_held_out(prompt: str) -> bool:
+    """Whether a story prompt belongs to the held-out (test) prompts; the trainer skips these."""
+    name, pet, place = _parse_prompt(prompt)
+    return (NAMES.index(name) + PETS.index(pet) + PLACES.index(place)) % 6 == 0
+
+
+def make_story(rng: random.Random, split: str | None = None) -> Story:
+    """A random story; split 'train'/'test' restricts the prompt to the non-held-out/held-out ones."""
+    if split is None:
+        name, pet, place = rng.choice(NAMES), rng.choice(PETS), rng.choice(PLACES)
+    else:
+        name, pet, place = rng.choice(_prompt_triples(held_out={"train": False, "test": True}[split]))
+    s = State(name, pet, place)
+    words = _render(OPENING, _fill(OPENING, s, rng))
+    target = rng.randint(_MIN_TARGET, MAX_WORDS)
+    while True:
+        if not _may_go_on(len(words)) or len(words) + len(_ending_words(s)) >= target:
+            words += _ending_words(s)
+            break
+        t = rng.choice([t for t in _choices(s, len(words)) if t not in ENDINGS])
+        filled = _fill(t, s, rng)
+        words += _render(t, filled)
+        s = t.apply(s, filled)
+    return Story(PROMPT.format(name=name, pet=pet, place=place), " ".join(words), name, pet, place)
+
+
+def make_split(split: str, n: int) -> list[Story]:
+    """Deterministic stories: 'train' and 'test' use different seeds and disjoint prompts (see is_held_out)."""
+    rng = random.Random({"train": 11, "test": 12}[split])
+    return [make_story(rng, split) for _ in range(n)]
+
+
+def example_prompt() -> str:
+    """A held-out story prompt, to show a person what the embedded model reads."""
+    return make_split("test", 1)[0].prompt
+
+
+def _parse_prompt(prompt: str) -> tuple[str, str, str]:
+    m = re.fullmatch(r"tell a story about (\w+) and a (\w+) in the (\w+) \.", " ".join(prompt.lower().split()))
+    if not m or m[1] not in GENDER or m[2] not in PETS or m[3] not in PLACES:
+        raise ValueError(f"not a story prompt: {prompt!r}")
+    return m[1], m[2], m[3]
+
+
+# ---- the checker ----
+
+
+class _Reject(Exception):
+    def __init__(self, at: int, reason: str):
+        super().__init__(reason)
+        self.at, self.reason = at, reason
+
+
+def _match(t: Template, words: list[str], i: int) -> tuple[dict, dict, int] | int:
+    """Match t's grammar (not yet the state) at words[i:]: (values, word index of each slot, end), or the
+    index of the first word that does not fit (len(words) if the words run out: a truncated story)."""
+    filled, where = {}, {}
+    for p in t.parts:
+        slot = p[1:-1] if p.startswith("{") else None
+        width = len(SLOTS[slot].words[0].split()) if slot else 1
+        if i + width > len(words):
+            return len(words)
+        value = " ".join(words[i : i + width])
+        if value not in (SLOTS[slot].words if slot else (p,)):
+            return i
+        if slot:
+            filled[slot], where[slot] = value, i
+        i += width
+    return filled, where, i
+
+
+def _broken(t: Template, s: State, filled: dict, where: dict, start: int) -> tuple[int, str] | None:
+    """The first state rule a grammatical match breaks: (word index, reason), or None."""
+    reason = t.needs(s)
+    if reason:
+        return start, reason
+    # in template order (a domain may read the values before it), but the prompt's character first, so a
+    # story about the wrong character says so rather than that its 'a boy' is wrong
+    for slot in sorted(filled, key=lambda slot: slot != "main"):
+        value, why = filled[slot], SLOTS[slot].why
+        if value in SLOTS[slot].domain(s, filled):
+            continue
+        if callable(why):
+            return where[slot], why(s, filled, value)
+        fields = {**filled, "name": s.name, "gender": s.gender, "place": s.place, "pet": s.pet, "friend": s.friend}
+        fields.update(held=" and ".join(f"the {h}" for h in s.held) or "nothing", verb=t.verb)
+        return where[slot], why.format(v=value, **fields)
+    return None
+
+
+def _ungrammatical(words: list[str], i: int, far: int) -> _Reject:
+    """No template fits at words[i]: name the sentence where the closest one stopped fitting."""
+    if far >= len(words):
+        return _Reject(i, "no ending: the story stops before 'the end .'")
+    start = max((j + 1 for j in range(i, far) if words[j] == "."), default=i)
+    stop = words.index(".", far) + 1 if "." in words[far:] else len(words)
+    return _Reject(start, "not a sentence of the grammar: " + " ".join(words[start:stop]))
+
+
+def _parse(s: State, words: list[str]) -> Iterator[tuple[State, int, int, Template]]:
+    """Replay a story: yields (state before, start, end, template) per unit; raises _Reject on the first fault."""
+    i, pool = 0, [OPENING]
+    while True:
+        faults, far = [], i
+        for t in pool:
+            m = _match(t, words, i)
+            if isinstance(m, int):
+                far = max(far, m)
+                continue
+            fault = _broken(t, s, m[0], m[1], i)
+            if fault is None:
+                yield s, i, m[2], t
+                s, i = t.apply(s, m[0]), m[2]
+                break
+            faults.append(fault)
+        else:
+            raise _Reject(*faults[0]) if faults else _ungrammatical(words, i, far)
+        if t in ENDINGS:
+            if i < len(words):
+                raise _Reject(i, "text after the end: " + " ".join(words[i : i + 8]))
+            return
+        pool = EVENTS + ENDINGS
+
+
+def check_story(story_or_prompt: Story | str, text: str) -> CheckResult:
+    """Grade a decoded answer (words joined by spaces) against the grammar, the state rules and the prompt."""
+    prompt = story_or_prompt.prompt if isinstance(story_or_prompt, Story) else story_or_prompt
+    s = State(*_parse_prompt(prompt))
+    words = text.lower().split()
+    try:
+        for _ in _parse(s, words):
+            pass
+    except _Reject as e:
+        return CheckResult(False, f"sentence {words[: e.at].count('.') + 1}: {e.reason}")
+    if not MIN_WORDS <= len(words) <= MAX_WORDS:
+        return CheckResult(False, f"{len(words)} words, outside {MIN_WORDS}-{MAX_WORDS}")
+    return CheckResult(True, "")
+
+
+def _options(pool: list[Template], s: State, words: list[str]) -> Iterator[int]:
+    """For each of `words` (one unit), how many different words the templates in pool could put there,
+    given the words before it: a lazy walk over all the fillings the state allows."""
+    branches = [(t, 0, {}, ()) for t in pool]  # (template, next part, values so far, rest of a 2-word value)
+    for w in words:
+        nexts: dict[str, list] = {}
+        for t, k, filled, pending in branches:
+            if pending:
+                nexts.setdefault(pending[0], []).append((t, k, filled, pending[1:]))
+            elif k < len(t.parts) and t.parts[k].startswith("{"):
+                slot = t.parts[k][1:-1]
+                for v in SLOTS[slot].domain(s, filled):
+                    first, *rest = v.split()
+                    nexts.setdefault(first, []).append((t, k + 1, {**filled, slot: v}, tuple(rest)))
+            elif k < len(t.parts):
+                nexts.setdefault(t.parts[k], []).append((t, k + 1, filled, ()))
+        yield len(nexts)
+        branches = nexts[w]
+
+
+def choice_points(story: Story) -> list[int]:
+    """For each answer word, how many different words the generator could have written there (1 = forced)."""
+    words = story.answer_text.split()
+    counts: list[int] = []
+    for s, start, end, _ in _parse(State(story.name, story.pet, story.place), words):
+        pool = [OPENING] if start == 0 else _choices(s, start)
+        counts += _options(pool, s, words[start:end])
+    return counts
+
+
+def free_share(stories: list[Story]) -> float:
+    """The share of answer words that were free choices (2 or more options) over these stories."""
+    counts = [c for story in stories for c in choice_points(story)]
+    return sum(c > 1 for c in counts) / len(counts)

@@ -1,0 +1,150 @@
+"""The story task: generator, held-out split, checker (good and broken stories), free choices, vocabulary."""
+
+import random
+import statistics
+
+import pytest
+
+from core.tasks import stories
+from core.tasks import word_problems as task
+from core.tasks.stories import Story, check_story, choice_points, free_share, is_held_out, make_split, make_story
+from core.word_tokenizer import build_tokenizer
+
+PROMPT = "tell a story about leo and a dog in the park ."
+GOOD = (
+    "once upon a time , a boy named leo and his dog were in the park . the park was sunny . "
+    "in the park , he found a red ball . then he went to the farm with his dog . the farm was quiet . "
+    "in the farm , he met a girl named mia . mia waved at leo . his dog jumped in the farm . "
+    "next he went to the zoo with his dog and mia . the zoo was big . he showed the red ball to his dog . "
+    "the dog ran . in the zoo , he found a blue hat . later he gave the red ball to mia . mia was happy . "
+    "soon he dropped the blue hat in the zoo . his dog slept in the zoo . in the zoo , he found a green kite . "
+    "mia smiled at leo . then he went to the garden with his dog and mia . the garden was dark . "
+    "his dog sat in the garden . that night , mia went home too . he went home with his dog and the green kite . "
+    "the end ."
+)
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {split: make_split(split, 300) for split in ("train", "test")}
+
+
+def test_every_generated_story_passes_and_fits(splits):
+    for story in splits["train"] + splits["test"]:
+        assert check_story(story, story.answer_text) == (True, ""), story.answer_text
+        assert check_story(story.prompt, story.answer_text).ok
+        assert 120 <= len(story.answer_text.split()) <= 230  # fits a 256 canvas with an end-of-text
+        assert len(story.prompt.split()) <= 12
+        assert set(story.prompt.split() + story.answer_text.split()) <= set(stories.WORDS + task.NAMES)
+
+
+def test_splits_are_deterministic_and_disjoint(splits):
+    assert make_split("test", 300) == splits["test"]
+    assert make_split("train", 50) == splits["train"][:50]
+    train, test = {s.prompt for s in splits["train"]}, {s.prompt for s in splits["test"]}
+    assert not train & test
+    assert all(is_held_out(p) for p in test) and not any(is_held_out(p) for p in train)
+    assert len(test) > 50  # many held-out prompts, not a handful
+
+
+def test_make_story_any_prompt_is_valid():
+    rng = random.Random(0)
+    for _ in range(50):
+        story = make_story(rng)
+        assert check_story(story, story.answer_text).ok
+
+
+def test_hand_written_story_passes():
+    assert 100 <= len(GOOD.split()) <= 230
+    assert check_story(PROMPT, GOOD) == (True, "")
+    assert check_story(PROMPT, "  " + GOOD.upper() + "\n").ok  # spacing and case as a decoder may give them
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("park , he found", "park , she found", "sentence 3: 'she' but leo is a boy"),
+        ("with his dog .", "with her dog .", "sentence 4: 'her' but leo is a boy"),
+        ("a boy named leo", "a girl named leo", "sentence 1: 'a girl' but leo is a boy"),
+        ("soon he dropped the blue hat", "soon he dropped the red ball", "drops the red ball leo does not hold"),
+        ("later he gave the red ball", "later he gave the black ball", "gives the black ball leo does not hold"),
+        ("his dog jumped in the farm", "his dog jumped in the park", "sentence 8: in the park but leo is in the farm"),
+        ("the zoo was big", "the farm was big", "the farm but leo went to the zoo"),
+        ("mia waved at leo", "ava waved at leo", "sentence 7: ava is not a friend leo has met"),
+        ("the park was sunny .", "the park was sunny . mia waved at leo .", "sentence 3: mia is not a friend"),
+        ("his dog jumped in the farm", "his dog jumped the farm", "sentence 8: not a sentence of the grammar: his"),
+        ("the dog ran", "the cat ran", "a cat but the pet is a dog"),
+        ("with his dog and mia . the zoo", "with his dog . the zoo", "leo comes without mia"),
+        ("and the green kite .", ".", "the ending lists 0 objects but leo holds 1"),
+        ("and the green kite", "and the blue hat", "sentence 24: ends with the blue hat but leo holds the green kite"),
+        ("he met a girl named mia", "he met a girl named max", "sentence 6: a girl named max is a boy"),
+        ("his dog slept in the zoo .", "in the zoo , he met a boy named tom .", "meets a second friend after mia"),
+    ],
+)
+def test_broken_story_fails_with_reason(old, new, reason):
+    assert old in GOOD
+    result = check_story(PROMPT, GOOD.replace(old, new, 1))
+    assert not result.ok and reason in result.reason, result.reason
+
+
+def test_consistent_edits_still_pass():
+    assert check_story(PROMPT, GOOD.replace("green kite", "green hat")).ok  # the blue hat was dropped before
+    assert check_story(PROMPT, GOOD.replace("mia", "ava").replace("girl", "girl")).ok  # another girl friend
+    assert check_story(PROMPT, GOOD.replace("mia", "tom").replace("a girl named", "a boy named")).ok
+
+
+def test_truncated_and_padded_stories_fail():
+    words = GOOD.split()
+    assert "no ending" in check_story(PROMPT, " ".join(words[:-3])).reason  # stops at a sentence end
+    assert "no ending" in check_story(PROMPT, " ".join(words[:-5])).reason  # stops mid-sentence
+    assert "no ending" in check_story(PROMPT, " ".join(words[:-1])).reason
+    assert "no ending" in check_story(PROMPT, "").reason
+    assert check_story(PROMPT, GOOD.replace("the end .", "the dog ran")).reason == (
+        "sentence 25: not a sentence of the grammar: the dog ran"
+    )
+    assert check_story(PROMPT, GOOD.replace("the end .", "the end of it .")).reason.startswith(
+        "sentence 25: not a sentence of the grammar: the end of"
+    )
+    assert "text after the end" in check_story(PROMPT, GOOD + " the dog ran .").reason
+    short = (
+        "once upon a time , a boy named leo and his dog were in the park . the park was sunny . "
+        "that night , he went home with his dog . the end ."
+    )
+    assert check_story(PROMPT, short) == (False, "35 words, outside 100-230")
+    long = GOOD.replace("that night", "his dog sat in the garden . " * 12 + "that night")
+    assert check_story(PROMPT, long) == (False, f"{len(long.split())} words, outside 100-230")
+
+
+def test_prompt_constraints_are_held():
+    def reason(old: str, new: str) -> str:
+        return check_story(PROMPT.replace(old, new), GOOD).reason
+
+    assert reason("leo", "mia") == "sentence 1: the story is about leo but the prompt asks for mia"
+    assert reason("dog", "cat") == "sentence 1: a dog but the pet is a cat"
+    assert reason("park", "zoo") == "sentence 1: starts in the park but the prompt asks for the zoo"
+    story = Story(PROMPT, GOOD, "leo", "dog", "park")
+    assert check_story(story, GOOD).ok
+    with pytest.raises(ValueError):
+        check_story("how many apples does mia have now ?", GOOD)
+
+
+def test_free_choice_share_in_designed_range():
+    sample = make_split("test", 200)
+    share = free_share(sample)
+    assert 0.10 <= share <= 0.30, share
+    counts = [c for s in sample for c in choice_points(s)]
+    assert len(counts) == sum(len(s.answer_text.split()) for s in sample)
+    assert statistics.median(c for c in counts if c > 1) >= 4  # choice points have several options
+    opening = choice_points(Story(PROMPT, GOOD, "leo", "dog", "park"))[:20]
+    assert opening == [1] * 20  # the opening is fixed by the prompt
+
+
+def test_vocabulary_fits_the_word_tokenizer(splits):
+    tokenizer = build_tokenizer(task.NAMES + task.ITEMS + task.NUMBERS + task.WORDS + stories.WORDS)
+    assert len(set(stories.WORDS) - set(task.WORDS)) < 150
+    for story in splits["test"][:100] + splits["train"][:100]:
+        for text in (story.prompt, story.answer_text):
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            assert tokenizer.unk_token_id not in ids
+            assert len(ids) == len(text.split())  # one token per word
+            assert tokenizer.decode(ids) == text
