@@ -22,8 +22,9 @@ import torch
 
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
-from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
-from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES, make_split
+from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config, unknown_words
+from core.tasks import held_out
+from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "wordproblems-diffusion (embedded, CPU)"
@@ -37,16 +38,22 @@ CHAT_EXAMPLES = (
 )
 
 
-WORD_PROBLEMS = (
-    f"This model was trained only on short arithmetic word problems (names like {', '.join(NAMES[:3])}, "
-    f"things like {', '.join(ITEMS[:3])}, numbers up to {MAX_VALUE}): click one of the example prompts "
-    "under the prompt box to try one, or write one like them."
-)
+WORD_PROBLEMS = (f"short arithmetic word problems (names like {', '.join(NAMES[:3])}, things like "
+                 f"{', '.join(ITEMS[:3])}, numbers up to {MAX_VALUE})")
+STORIES = "short stories ('tell a story about mia and a dog in the park .')"
 
 
-def word_problem_examples(n: int = 4) -> tuple[str, ...]:
-    """Held-out problems: the embedded model never trained on them."""
-    return tuple(p.prompt for p in make_split("test", n))
+def task_examples(tokenizer) -> tuple[tuple[str, ...], str]:
+    """(example prompts, what the model was trained on) for one of our own models: held-out items of
+    every task whose words its tokenizer knows (a problem alone and after two worked examples, a
+    story), never seen in training."""
+    plain, shot, tales = held_out("words", 4), held_out("words", 1, shots=2), held_out("stories", 2)
+    readable = [item for item in (*plain, *shot, *tales) if not unknown_words(tokenizer, item.prompt)]
+    tasks = [WORD_PROBLEMS + (", alone or after worked examples" if shot[0] in readable else "")]
+    tasks += [STORIES] if tales[0] in readable else []
+    trained_on = (f"This model was trained only on {' and '.join(tasks)}: click one of the example prompts "
+                  "under the prompt box to try one, or write one like them.")
+    return tuple(item.prompt for item in readable), trained_on
 
 
 @dataclass(frozen=True)
@@ -141,11 +148,11 @@ def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelCho
     path = Path(folder).expanduser().resolve()
     if not (path / "config.json").is_file():
         raise ValueError(f"model folder {str(folder)!r} has no config.json")
-    config, _, _ = read_config(path)
+    config, family, _ = read_config(path)
     defaults = DecodeConfig.for_model(config)
-    if config.family == "own":  # a word-problem model (core/tasks/word_problems.py)
-        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, word_problem_examples(),
-                           WORD_PROBLEMS)
+    if family.name == "own":  # one of ours: its tasks (core/tasks/) give the examples
+        examples, trained_on = task_examples(load_tokenizer(path, family))
+        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, examples, trained_on)
     return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, CHAT_EXAMPLES)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.params import BOUNDS, check_number, number_text
 from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
-from core.tasks.word_problems import make_split
+from core.tasks import held_out
 
 MAX_TAUS = 8
 MAX_KS = 4
@@ -116,8 +116,8 @@ def sweep_snapshots(
 ) -> Iterator[Progress]:
     """The sweep's progress after each decode (plain data: core.bench.Progress). Stops between two
     decodes once should_stop() is true."""
-    problems = make_split("test", params.problems)
-    for progress in sweep_progress(model, tokenizer, problems, list(params.taus), list(params.ks),
+    items = held_out("words", params.problems)
+    for progress in sweep_progress(model, tokenizer, items, list(params.taus), list(params.ks),
                                    params.decode_config()):
         yield progress
         if should_stop():

@@ -1,35 +1,50 @@
-"""Side-by-side benchmark of cache policies on held-out word problems (`python -m core bench`).
+"""Side-by-side benchmark of cache policies on held-out task items (`python -m core bench`).
 
 All policies run in one process on the same prompts and seed, interleaved prompt by prompt (the
 order rotates), so machine noise hits them alike. Times are the decoder's own per-step compute
 times (model + token choice + decision, device-synchronised); prompt encoding and printing are
 outside them. `ceiling` is the speedup a policy would reach if decode time were proportional to
 rows computed: rows computed by the reference / rows computed by the policy.
+
+Entropy columns describe the per-step max entropy of the decoded tokens (the number EntropyCache
+decides on): its median, 90th percentile and maximum over every step. Full steps are split into
+`forced` (a block's first step) and `entropy` (every other full step: for EntropyCache, a decoded
+token above tau). With a confidence threshold, the bench also runs the one-token-per-step exact
+decoder on the same prompts (a contender of its own) and reports every policy's
+`speedup_vs_vanilla` against it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, generate
-from core.events import Totals
+from core.decoder import DecodeConfig, decode
+from core.events import StepEvent, Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy
-from core.tasks.word_problems import Problem, extract_answer
+from core.tasks import Item, is_correct
 
 
 @dataclass(frozen=True)
 class Contender:
     policy: str
     params: dict
+    one_token_per_step: bool = False  # decode without the run's threshold or steps (the vanilla decoder)
 
     @property
     def label(self) -> str:
-        return make_policy(self.policy, **self.params).describe()
+        label = make_policy(self.policy, **self.params).describe()
+        return f"{label} (one token per step)" if self.one_token_per_step else label
+
+    def config(self, run: DecodeConfig) -> DecodeConfig:
+        return replace(run, steps=None, threshold=None) if self.one_token_per_step else run
+
+
+VANILLA = Contender("none", {}, one_token_per_step=True)
 
 
 @dataclass
@@ -40,6 +55,13 @@ class Tally:
     same_tokens: int = 0  # response tokens equal to the reference's
     all_tokens: int = 0
     totals: Totals = field(default_factory=Totals)  # the decoder's own totals, summed
+    max_entropies: list[float] = field(default_factory=list)  # per step
+    forced_full: int = 0  # full steps that open a block
+
+    def add(self, events: list[StepEvent]) -> None:
+        self.totals += events[-1].totals
+        self.max_entropies += [e.max_entropy for e in events]
+        self.forced_full += sum(e.full and (i == 0 or events[i - 1].block != e.block) for i, e in enumerate(events))
 
 
 @dataclass(frozen=True)
@@ -55,48 +77,57 @@ class Progress:
 def bench_progress(
     model,
     tokenizer,
-    problems: list[Problem],
+    items: list[Item],
     contenders: list[Contender],
     config: DecodeConfig,
     warmup: int = 1,
 ) -> Iterator[Progress]:
-    """Decode every problem with every contender, yielding a Progress after each decode; the last
+    """Decode every item with every contender, yielding a Progress after each decode; the last
     one's rows are the result, one per contender.
 
     The first contender is the reference for `agreement`, `speedup` and `ceiling` (normally none).
-    A caller that stops iterating stops the bench between two decodes (the app's Stop button).
+    With a threshold in `config`, the one-token-per-step exact decoder is added (if not there) for
+    `speedup_vs_vanilla`. A caller that stops iterating stops the bench between two decodes (the
+    app's Stop button).
     """
-    prompts = [chat_prompt_ids(tokenizer, p.prompt) for p in problems]
+    if config.threshold is not None and VANILLA not in contenders:
+        contenders = [*contenders, VANILLA]
+    prompts = [chat_prompt_ids(tokenizer, item.prompt) for item in items]
     warm = prompts[:warmup]
     total, done, rows = (len(warm) + len(prompts)) * len(contenders), 0, []
     for ids in warm:  # first calls allocate and tune kernels: keep them out of the timings
         for c in contenders:
-            generate(model, ids, make_policy(c.policy, **c.params), config)
+            _events(model, ids, c, config)
             done += 1
             yield Progress(done, total, 0, rows)
     tallies = [Tally() for _ in contenders]
     order = list(range(len(contenders)))
-    for i, (problem, ids) in enumerate(zip(problems, prompts)):
+    for i, (item, ids) in enumerate(zip(items, prompts)):
         outputs = {}
         for j in order[i % len(order) :] + order[: i % len(order)]:
-            last = generate(model, ids, make_policy(contenders[j].policy, **contenders[j].params), config)
-            outputs[j] = last.tokens
-            tallies[j].totals += last.totals
-            tallies[j].correct += extract_answer(answer_text(tokenizer, last)) == problem.answer
+            events = _events(model, ids, contenders[j], config)
+            outputs[j] = events[-1].tokens
+            tallies[j].add(events)
+            tallies[j].correct += is_correct(item, answer_text(tokenizer, events[-1]))
             done += 1
             if len(outputs) < len(contenders):
                 yield Progress(done, total, i, rows)
         for j in order:
             tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
             tallies[j].all_tokens += len(outputs[0])
-        rows = [_row(c, t, tallies[0], i + 1) for c, t in zip(contenders, tallies)]
+        vanilla = tallies[contenders.index(VANILLA)] if VANILLA in contenders else None
+        rows = [_row(c, t, tallies[0], i + 1, vanilla) for c, t in zip(contenders, tallies)]
         yield Progress(done, total, i + 1, rows)
+
+
+def _events(model, ids: list[int], c: Contender, config: DecodeConfig) -> list[StepEvent]:
+    return list(decode(model, ids, make_policy(c.policy, **c.params), c.config(config)))
 
 
 def run_bench(
     model,
     tokenizer,
-    problems: list[Problem],
+    items: list[Item],
     contenders: list[Contender],
     config: DecodeConfig,
     warmup: int = 1,
@@ -105,15 +136,16 @@ def run_bench(
     """bench_progress run to the end (with a progress bar of decodes on stderr): the result rows."""
     last = None
     with tqdm(desc="bench", unit="decode", disable=not progress) as bar:
-        for last in bench_progress(model, tokenizer, problems, contenders, config, warmup):
+        for last in bench_progress(model, tokenizer, items, contenders, config, warmup):
             bar.total = last.total
             bar.update(1)
     return last.rows if last else []
 
 
-def _row(c: Contender, tally: Tally, ref: Tally, n: int) -> dict:
+def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) -> dict:
     t, agreement = tally.totals, tally.same_tokens / tally.all_tokens
-    return {
+    entropies = sorted(tally.max_entropies)
+    row = {
         "policy": c.policy,
         "params": c.params,
         "label": c.label,
@@ -124,11 +156,27 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int) -> dict:
         "ceiling": ref.totals.rows_computed / t.rows_computed,
         "rows_fraction": t.rows_fraction,
         "full_steps_fraction": t.full_steps / t.steps,
+        "full_steps_forced": tally.forced_full / t.steps,
+        "full_steps_entropy": (t.full_steps - tally.forced_full) / t.steps,
+        "entropy_p50": _quantile(entropies, 0.5),
+        "entropy_p90": _quantile(entropies, 0.9),
+        "entropy_max": entropies[-1],
         "decision_overhead": t.decision_s / t.compute_s,
         "tokens_per_s": t.tokens_per_s,
         "steps": t.steps,
         "decode_s": t.compute_s,
     }
+    if vanilla is not None:
+        row["speedup_vs_vanilla"] = vanilla.totals.compute_s / t.compute_s
+    return row
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The q-quantile of sorted values (linear interpolation between the two nearest)."""
+    x = q * (len(ordered) - 1)
+    lo = int(x)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (x - lo)
 
 
 def contenders_from(policies: list[str], values: dict[str, list]) -> list[Contender]:
@@ -155,9 +203,14 @@ def format_table(rows: list[dict]) -> str:
         ("ceiling", "ceiling", "{:.2f}x"),
         ("rows_fraction", "rows", "{:.3f}"),
         ("full_steps_fraction", "full", "{:.3f}"),
+        ("full_steps_entropy", "by entropy", "{:.3f}"),
+        ("entropy_p50", "H p50", "{:.3f}"),
+        ("entropy_p90", "H p90", "{:.3f}"),
         ("decision_overhead", "decision", "{:.2%}"),
         ("tokens_per_s", "tok/s", "{:.1f}"),
     ]
+    if rows and "speedup_vs_vanilla" in rows[0]:
+        cols.insert(4, ("speedup_vs_vanilla", "vs vanilla", "{:.2f}x"))
     cells = [[h for _, h, _ in cols]] + [[fmt.format(r[k]) for k, _, fmt in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
@@ -171,16 +224,16 @@ def sweep_contenders(taus: list[float], ks: list[int]) -> list[Contender]:
 
 
 def sweep_progress(
-    model, tokenizer, problems: list[Problem], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
+    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
 ) -> Iterator[Progress]:
     """A tau x k grid of EntropyCache against the exact decoder in one interleaved bench run,
     followed decode by decode (see bench_progress): the app's Sweep tab streams these."""
-    yield from bench_progress(model, tokenizer, problems, sweep_contenders(taus, ks), config, warmup)
+    yield from bench_progress(model, tokenizer, items, sweep_contenders(taus, ks), config, warmup)
 
 
 def sweep(
-    model, tokenizer, problems: list[Problem], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
+    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
 ) -> list[dict]:
     """sweep_progress run to the end: one row for `none`, then one per (tau, k)."""
-    return run_bench(model, tokenizer, problems, sweep_contenders(taus, ks), config, warmup, progress=False)
+    return run_bench(model, tokenizer, items, sweep_contenders(taus, ks), config, warmup, progress=False)
 

@@ -4,6 +4,7 @@
     python -m core bench --policies none,entropy,dual --tau 0.1,0.5,1 --n 40 --json out/bench.json
     python -m core bench --forward-rows 108,18,2          # the cost of one forward by rows computed
     python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
+    python -m core bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
     python -m core train --out assets/wordproblems-diffusion --minutes 57
 
 The model and decode flags are defined once here, and every policy parameter's flag is derived from
@@ -26,10 +27,19 @@ from core.bench import contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, generate
 from core.diagnostics import drift_report
 from core.forward_cost import forward_costs, weight_bytes
-from core.loading import UnknownWordsError, answer_text, chat_prompt_ids, load_model
+from core.loading import (
+    UnknownWordsError,
+    answer_text,
+    chat_prompt_ids,
+    load_model,
+    load_tokenizer,
+    read_config,
+    resolve,
+)
 from core.policies import POLICIES, make_policy
 from core.policies.params import Param
-from core.tasks.word_problems import example_prompt, make_split
+from core.tasks import TASKS, held_out
+from core.tasks.word_problems import example_prompt
 
 
 def declared_params() -> dict[str, Param]:
@@ -110,6 +120,18 @@ def check_before_load(gen_len: int | None, block_len: int | None, **settings) ->
     DecodeConfig(**lengths, **others).validate()
 
 
+def check_prompts_fit(model: str | None, prompts: list[str], gen_len: int | None) -> None:
+    """Every prompt is readable by the model and fits its positions with gen_len, checked from its
+    config.json and tokenizer alone, before the weights load."""
+    cfg, family, _ = read_config(resolve(model))
+    tokenizer = load_tokenizer(resolve(model), family)
+    gen = cfg.gen_len if gen_len is None else gen_len
+    longest = max(len(chat_prompt_ids(tokenizer, p)) for p in prompts)
+    if longest + gen > cfg.max_seq_len:
+        raise ValueError(f"the longest prompt ({longest} tokens) + gen_len ({gen}) exceeds the model's "
+                         f"{cfg.max_seq_len} positions: use fewer --shots or a shorter --gen-len")
+
+
 def _settings(args: argparse.Namespace) -> dict:
     return dict(steps=args.steps, threshold=args.threshold, temperature=args.temperature, seed=args.seed)
 
@@ -155,6 +177,8 @@ def _row_counts(text: str, length: int) -> list[int]:
 def run_bench_command(args: argparse.Namespace) -> int:
     if not 1 <= args.n <= 1000:
         raise ValueError(f"--n must be in [1, 1000], got {args.n}")
+    if args.shots < 0:
+        raise ValueError(f"--shots must be a non-negative integer, got {args.shots}")
     policies, values = args.policies.split(","), _value_lists(args)
     contenders = contenders_from(policies, values)
     _refuse_unused(values, policies)
@@ -162,6 +186,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
         raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 0.5")
     check_before_load(args.gen_len, args.block, **_settings(args))
     row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
+    items = held_out(args.task, args.n, args.shots)
+    if not row_counts:
+        check_prompts_fit(args.model, [item.prompt for item in items], args.gen_len)
     model, tokenizer = _load(args)
     config = DecodeConfig.for_model(model.config, args.gen_len, args.block, **_settings(args))
     config.validate()
@@ -169,14 +196,13 @@ def run_bench_command(args: argparse.Namespace) -> int:
         _print_forward_costs(model, args.length, row_counts)
     elif args.drift:
         c = contenders[0]
-        prompts = [p.prompt for p in make_split("test", args.n)]
-        report = drift_report(model, tokenizer, prompts, c.policy, c.params, config)
+        report = drift_report(model, tokenizer, [item.prompt for item in items], c.policy, c.params, config)
         curve = report.pop("volatility")
         print(f"policy: {c.label}")
         print(json.dumps(report, indent=1))
         print("K/V change by steps since unmasked:", {a: round(v, 4) for a, v in list(curve.items())[:12]})
     else:
-        rows = run_bench(model, tokenizer, make_split("test", args.n), contenders, config, warmup=args.warmup)
+        rows = run_bench(model, tokenizer, items, contenders, config, warmup=args.warmup)
         print(format_table(rows))
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +240,9 @@ def parser() -> argparse.ArgumentParser:
                                 "alike. The first policy is the reference for agreement, speedup and ceiling.")
     bench.add_argument("--policies", default="none,entropy,dual,periodic",
                        help="comma list; the first is the reference")
-    bench.add_argument("--n", type=int, default=50, help="held-out problems")
+    bench.add_argument("--task", default="words", choices=TASKS, help="held-out items of this task")
+    bench.add_argument("--shots", type=int, default=0, help="worked examples before each word problem (k-shot)")
+    bench.add_argument("--n", type=int, default=50, help="held-out items")
     bench.add_argument("--warmup", type=int, default=1)
     bench.add_argument("--json", default=None, help="write the result rows here")
     bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 108,18,2")

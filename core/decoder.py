@@ -215,6 +215,9 @@ def _step(
     if shift:  # back from unique rows to one logit row per target
         where = {row: i for i, row in enumerate(needed)}
         logits = logits[_index([where[row] for row in logit_rows], device)]
+    # The mask token is never an answer: a model that ranks it first (an untrained one can) would
+    # otherwise "unmask" a position into a mask, and the block would never finish.
+    logits[:, model.config.mask_token_id] = float("-inf")
 
     picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
     unmasked = tuple(ctx.block_masked[i] for i in picked.tolist())

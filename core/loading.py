@@ -202,14 +202,21 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     unknown = unknown_words(tokenizer, text)
     if unknown:
         raise UnknownWordsError(unknown, len(tokenizer))
-    # The template is rendered around a placeholder and tokenized with special-token parsing; the
-    # text alone is tokenized without it. Every template puts a special token or a line break on
-    # either side of the content, so the pieces tokenize as the whole string would.
+    before, after = chat_frame(tokenizer)
+    return [*before, *_ids(tokenizer, text, split_special_tokens=True), *after]
+
+
+def chat_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The chat template's token ids before and after a user turn's text (the generation prompt included).
+
+    The template is rendered around a placeholder and tokenized with special-token parsing; the text
+    alone is tokenized without it. Every template puts a special token or a line break on either
+    side of the content, so the pieces tokenize as the whole string would."""
     template = tokenizer.apply_chat_template(
         [{"role": "user", "content": _PLACEHOLDER}], add_generation_prompt=True, tokenize=False
     )
     before, after = template.split(_PLACEHOLDER)
-    return [*_ids(tokenizer, before), *_ids(tokenizer, text, split_special_tokens=True), *_ids(tokenizer, after)]
+    return _ids(tokenizer, before), _ids(tokenizer, after)
 
 
 _PLACEHOLDER = "\x00CONTENT\x00"

@@ -1,16 +1,16 @@
-"""Train the embedded default model: a small masked diffusion LM on the word-problem task.
+"""Train the embedded default model: a small masked diffusion LM on its tasks (core/train_data.py).
 
-    python -m core train --out assets/wordproblems-diffusion --steps 6000 --minutes 57 --save-every 500
+    python -m core train --out assets/wordproblems-diffusion --minutes 120 --save-every 100
 
-LLaDA's SFT recipe: the prompt is never masked; each response token (the worked answer followed by
-end-of-text padding up to gen_len) is masked with probability t ~ U(eps, 1), and the loss is the
-cross-entropy on masked tokens weighted by 1/t. Three additions, each there because it measurably
-helped within the hour (docs/EMBEDDED_MODEL.md): t stratified over the batch and results hidden
-together with their copies (the model must compute a result, not copy it); number embeddings
-initialised with value features (12 starts near 13); and a quarter of the rows are arithmetic
-drills (core.tasks.word_problems.make_drill), which show each fact far more often per step than word problems.
-Seeded and resumable: each batch is drawn from a generator seeded by (seed, step), and --resume
-continues from the state saved every --save-every steps under --state.
+LLaDA's SFT recipe: prompts are never masked; each target token (a response with its end-of-text
+padding, and in a k-shot row every worked example's answer) is masked with probability t ~ U(eps, 1),
+and the loss is the cross-entropy on masked tokens weighted by 1/t. Additions, each there because it
+measurably helped (docs/EMBEDDED_MODEL.md): t stratified over the batch and results hidden together
+with their copies (the model must compute a result, not copy it); number embeddings initialised with
+value features (12 starts near 13); a share of the batches arithmetic drills, which show each fact
+far more often per step than word problems. Seeded and resumable: each batch is drawn from a
+generator seeded by (seed, step), and --resume continues from the state saved every --save-every
+steps under --state, so a budget may be spent in several runs.
 """
 
 from __future__ import annotations
@@ -29,93 +29,40 @@ from tqdm import tqdm
 
 from core.checkpoint import save_own_model
 from core.config import ModelConfig
-from core.loading import chat_prompt_ids
 from core.model import DiffusionTransformer
-from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS, make_drill, make_problem, make_split
+from core.tasks.word_problems import NUMBERS, make_split
+from core.train_data import GEN_LEN, Batch, make_batch, pick_kind, vocabulary
 from core.word_tokenizer import build_tokenizer
 
-GEN_LEN = 64  # response length the model is trained (and decoded) with
 EPS = 1e-3
 
 
-def result_groups(words: list[str], copies: bool = True) -> list[int]:
-    """For each response word, the number of the arithmetic result it holds (1, 2, ...) or 0.
+def hidden_mask(targets: torch.Tensor, groups: torch.Tensor, gen: torch.Generator):
+    """Which target tokens to hide: (by_t, by_group, t).
 
-    A line's result `r` in "a op n = r ." is copied twice: as the next line's first operand and
-    in "the answer is r". The three share a group so they can be hidden together: hidden alone,
-    `r` could be copied from a visible copy, and the model would learn copying, not arithmetic.
-    """
-    groups = [0] * len(words)
-    for g, i in enumerate((i for i in range(1, len(words)) if words[i - 1] == "="), start=1):
-        groups[i] = g
-        if not copies:  # a drill: facts are independent, the next operand is not a copy
-            continue
-        nxt = i + 2  # after "r ."
-        if nxt < len(words) and words[nxt].isdigit():
-            groups[nxt] = g
-        elif words[nxt : nxt + 3] == ["the", "answer", "is"]:
-            groups[nxt + 3] = g
-    return groups
-
-
-def make_batch(tokenizer, rng: random.Random, batch: int, held_out: set[str], drill_share: float = 0.0):
-    """Left-padded prompts + responses padded with end-of-text to GEN_LEN, and the responses'
-    result groups (see result_groups). Each row is an arithmetic drill (core.tasks.word_problems.make_drill)
-    with probability drill_share, else a word problem."""
-    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    pairs = []
-    while len(pairs) < batch:
-        if rng.random() < drill_share:
-            prompt, answer_text = make_drill(rng)
-            groups = result_groups(answer_text.split(), copies=False)
-        else:
-            prob = make_problem(rng)
-            if prob.prompt in held_out:
-                continue
-            prompt, answer_text = prob.prompt, prob.answer_text
-            groups = result_groups(answer_text.split())
-        answer = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
-        assert len(groups) == len(answer) <= GEN_LEN, "one token per word, and the answer fits the canvas"
-        pad_to = GEN_LEN - len(answer)
-        pairs.append((chat_prompt_ids(tokenizer, prompt), answer + [eos] * pad_to, groups + [0] * pad_to))
-    width = max(len(p) for p, _, _ in pairs)
-    ids = torch.full((batch, width + GEN_LEN), pad, dtype=torch.long)
-    groups = torch.zeros(batch, GEN_LEN, dtype=torch.long)
-    for i, (p, a, g) in enumerate(pairs):
-        ids[i, width - len(p) : width] = torch.tensor(p)
-        ids[i, width:] = torch.tensor(a)
-        groups[i] = torch.tensor(g)
-    return ids, ids != pad, width, groups
-
-
-def response_mask(b: int, n: int, gen: torch.Generator, groups: torch.Tensor):
-    """Which response tokens to hide: (by_t, by_group, t).
-
-    by_t is LLaDA's mask, each token hidden with probability t, and t is stratified (one draw in
+    by_t is LLaDA's mask, each target hidden with probability t, and t is stratified (one draw in
     each 1/b of [0, 1]) so that every batch spans light and heavy masking. by_group adds, in half
     the rows, whole result groups hidden with probability 1/2: the state the decoder is in when it
     reaches a line's result with the rest of the chain still masked.
     """
+    b, n = targets.shape
     t = (1 - EPS) * (torch.arange(b).unsqueeze(1) + torch.rand(b, 1, generator=gen)) / b + EPS
-    by_t = torch.rand(b, n, generator=gen) < t
+    by_t = (torch.rand(b, n, generator=gen) < t) & targets
     hide = torch.rand(b, int(groups.max()) + 1, generator=gen) < 0.5
     hide[:, 0] = False  # group 0: not a result
     rows = torch.rand(b, 1, generator=gen) < 0.5
     return by_t, torch.gather(hide, 1, groups) & rows, t
 
 
-def diffusion_loss(model, ids, key_mask, response_start: int, mask_id: int, gen: torch.Generator, groups: torch.Tensor):
-    """Cross-entropy on hidden response tokens: weight 1/t for the t-mask (LLaDA's ELBO weight),
-    1 for tokens hidden only by their result group."""
-    b, n = ids.shape[0], ids.shape[1] - response_start
-    by_t, by_group, t = response_mask(b, n, gen, groups)
+def diffusion_loss(model, batch: Batch, mask_id: int, gen: torch.Generator) -> torch.Tensor:
+    """Cross-entropy on hidden targets, per target token: weight 1/t for the t-mask (LLaDA's ELBO
+    weight), 1 for tokens hidden only by their result group."""
+    by_t, by_group, t = hidden_mask(batch.targets, batch.groups, gen)
     hidden = by_t | by_group
-    masked = torch.zeros_like(ids, dtype=torch.bool)
-    masked[:, response_start:] = hidden
-    logits = model.full_logits(torch.where(masked, mask_id, ids), key_mask)
-    ce = F.cross_entropy(logits[masked], ids[masked], reduction="none")
-    weights = torch.where(by_t, 1 / t, 1.0)[hidden]  # row-major, same order as logits[masked]
-    return (ce * weights).sum() / (b * n)
+    logits = model.full_logits(torch.where(hidden, mask_id, batch.ids), batch.key_mask)
+    ce = F.cross_entropy(logits[hidden], batch.ids[hidden], reduction="none")
+    weights = torch.where(by_t, 1 / t, 1.0)[hidden]  # row-major, same order as logits[hidden]
+    return (ce * weights).sum() / batch.targets.sum()
 
 
 def value_features(values: torch.Tensor, dim: int) -> torch.Tensor:
@@ -189,9 +136,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--state", default="runs/train-state", help="where resumable training state is kept")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--steps", type=int, default=6000)
-    ap.add_argument("--minutes", type=float, default=60.0, help="stop (and save) after this much wall time")
+    ap.add_argument("--minutes", type=float, default=120.0,
+                    help="the whole run's time budget, over every --resume (the schedule decays over it)")
+    ap.add_argument("--pause-after", type=float, default=None,
+                    help="minutes: pause (and save) this run after this much wall time; resume later")
     ap.add_argument("--until", type=int, default=None, help="pause (and save) after this step; resume later")
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch-tokens", type=int, default=8192, help="tokens per batch (rows of one kind)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--dim", type=int, default=256)
@@ -200,7 +150,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--ffn", type=int, default=768)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--number-init", type=float, default=0.5, help="value-feature share of number embeddings at init")
-    ap.add_argument("--drills", type=float, default=0.25, help="share of batch rows that are arithmetic drills")
+    ap.add_argument("--drills", type=float, default=0.2, help="share of batches that are arithmetic drills")
+    ap.add_argument("--stories", type=float, default=0.35, help="share of batches that are stories")
     ap.add_argument("--save-every", type=int, default=200)
 
 
@@ -212,7 +163,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # Adam's second moments of rarely used embedding rows decay into denormal floats, which made
     # CPU steps several times slower as training went on.
     torch.set_flush_denormal(True)
-    tokenizer = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
+    tokenizer = build_tokenizer(vocabulary())
     try:
         cfg = ModelConfig(
             vocab_size=len(tokenizer),
@@ -222,7 +173,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             ffn_dim=args.ffn,
             mask_token_id=tokenizer.mask_token_id,
             eos_token_ids=(tokenizer.eos_token_id,),
-            max_seq_len=512,
+            max_seq_len=1024,  # an 8-shot prompt (~700 tokens) and a 256-token canvas
             gen_len=GEN_LEN,
             block_len=32,
         )
@@ -234,7 +185,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state_dir = Path(args.state)
     start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
-    held_out = {p.prompt for p in make_split("test", 1000)}
+    held_out = frozenset(p.prompt for p in make_split("test", 1000))
     n_params = sum(p.numel() for p in model.parameters())
     print(
         f"{n_params / 1e6:.1f}M parameters, vocab {cfg.vocab_size}, step {start} of {args.steps}, "
@@ -244,7 +195,8 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # The learning-rate schedule runs on whichever ends first, steps or the time budget, so a
     # slower machine still finishes its cosine decay inside the budget.
     budget_s = args.minutes * 60
-    t0 = time.monotonic() - elapsed
+    started = time.monotonic()
+    t0 = started - elapsed
     done, ema = start, None
     bar = tqdm(range(start, min(args.steps, args.until or args.steps)), initial=start, total=args.steps, desc="train")
     for step in bar:
@@ -252,13 +204,17 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if progress >= 1:
             print(f"time budget of {args.minutes:g} min reached at step {step}")
             break
+        if args.pause_after is not None and time.monotonic() - started > args.pause_after * 60:
+            print(f"paused after {args.pause_after:g} min at step {step}: continue with --resume")
+            break
         rng = random.Random(args.seed * 1_000_003 + step)
         gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        ids, key_mask, width, groups = make_batch(tokenizer, rng, args.batch, held_out, args.drills)
+        kind, shots = pick_kind(rng, args.stories, args.drills)
+        batch = make_batch(tokenizer, rng, args.batch_tokens, kind, shots, held_out)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, progress, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = diffusion_loss(model, ids, key_mask, width, cfg.mask_token_id, gen, groups)
+            loss = diffusion_loss(model, batch, cfg.mask_token_id, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -277,7 +233,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse bad numbers before anything is built or saved (argparse's 'error: ...', exit 2)."""
-    counts = {"--steps": args.steps, "--batch": args.batch, "--dim": args.dim, "--layers": args.layers}
+    counts = {"--steps": args.steps, "--batch-tokens": args.batch_tokens, "--dim": args.dim, "--layers": args.layers}
     counts |= {"--heads": args.heads, "--ffn": args.ffn, "--save-every": args.save_every}
     if args.until is not None:
         counts["--until"] = args.until
@@ -288,9 +244,13 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error(f"--warmup must be a non-negative integer, got {args.warmup}")
     if not args.minutes > 0:  # inf is fine: no time limit
         ap.error(f"--minutes must be a positive number, got {args.minutes:g}")
+    if args.pause_after is not None and not args.pause_after > 0:
+        ap.error(f"--pause-after must be a positive number, got {args.pause_after:g}")
     if not (math.isfinite(args.lr) and args.lr > 0):
         ap.error(f"--lr must be a positive number, got {args.lr:g}")
-    for flag, share in (("--number-init", args.number_init), ("--drills", args.drills)):
-        if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every row a drill
+    for flag, share in (("--number-init", args.number_init), ("--drills", args.drills), ("--stories", args.stories)):
+        if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every batch a drill
             ap.error(f"{flag} must be a share in [0, 1], got {share:g}")
+    if args.drills + args.stories > 1:
+        ap.error(f"--drills + --stories must be at most 1, got {args.drills + args.stories:g}")
 

@@ -49,6 +49,7 @@ from core.loading import chat_prompt_ids, load_model, part_shapes  # noqa: E402
 from core.model import DiffusionTransformer  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.policies.entropy import EntropyCache  # noqa: E402
+from core.tasks import held_out  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
 
 # The exact shapes of the two checkpoints (their config.json), and tiny stand-ins for the dry run.
@@ -70,6 +71,7 @@ def build(shape: dict, device: torch.device, dry: bool) -> DiffusionTransformer:
     tiny = dict(TINY, n_heads=4, n_kv_heads=2 if shape["family"] == "dream" else 4)
     cfg = ModelConfig(**{**shape, **tiny} if dry else shape)
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    torch.manual_seed(0)
     with torch.device(device):
         previous = torch.get_default_dtype()
         torch.set_default_dtype(dtype)
@@ -192,7 +194,7 @@ def end_to_end(model, lengths, blocks, per_step: float | None, forward: list[dic
 def embedded_bench(device: torch.device, n: int) -> list[dict]:
     model, tokenizer = load_model(None, device=device)
     contenders = [Contender(p, {}) for p in ("none", "entropy", "dual", "prefix", "periodic")]
-    return run_bench(model, tokenizer, make_split("test", n), contenders, DecodeConfig(gen_len=64, block_len=BLOCK),
+    return run_bench(model, tokenizer, held_out("words", n), contenders, DecodeConfig(gen_len=64, block_len=BLOCK),
                      progress=False)
 
 

@@ -615,3 +615,23 @@ def test_zero_gpu_decorator_is_applied_only_when_spaces_is_installed(monkeypatch
         gpu_mod = importlib.reload(app.gpu)
     if importlib.util.find_spec("spaces") is None:
         assert gpu_mod.spaces is None and gpu_mod.on_gpu(len) is len
+
+
+def test_a_model_of_every_task_gets_an_example_of_each(tmp_path) -> None:
+    """Examples are the held-out items of every task the model's tokenizer reads: the embedded model's
+    word problems only; a model trained on the whole mixture also a few-shot problem and stories."""
+    from conftest import tiny_model
+
+    from app.models import local_choice
+    from core.checkpoint import save_own_model
+    from core.train_data import vocabulary
+    from core.word_tokenizer import build_tokenizer
+
+    tok = build_tokenizer(vocabulary())
+    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, tmp_path)
+    choice = local_choice(tmp_path, "mixture", "cpu")
+    assert sum("question :" in e for e in choice.examples) == 1
+    assert sum(e.startswith("tell a story about") for e in choice.examples) == 2
+    assert "alone or after worked examples" in choice.trained_on and "short stories" in choice.trained_on
+    embedded = local_choice(EMBEDDED, "embedded", "cpu")
+    assert len(embedded.examples) == 4 and "stories" not in embedded.trained_on

@@ -41,6 +41,7 @@ from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.diagnostics import Probe, drift_vs_entropy  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
+from core.tasks import held_out  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
@@ -163,7 +164,7 @@ def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -
     fig = json.loads(plot["plot"])
     assert [t["name"] for t in fig["data"]][:1] == ["k = 2"] and fig["data"][0]["customdata"] == [[0.5, 2], [3.0, 2]]
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    direct = sweep(model, tokenizer, make_split("test", 2), [0.5, 3.0], [2], DecodeConfig(gen_len=32, block_len=16))
+    direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], DecodeConfig(gen_len=32, block_len=16))
     exact = [0, 1, 2, 5, 6, 7, 8]  # policy, tau, k, accuracy, agreement, rows, full steps: not timings
     assert [[r[i] for i in exact] for r in table["data"]] == [[r[i] for i in exact] for r in sweep_table(direct)]
     picked = client.predict("[3, 2, 1]", "accuracy", api_name="/sweep_pick")

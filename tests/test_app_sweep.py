@@ -23,7 +23,7 @@ from app.sweep import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_
 from app.sweep_plots import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
 from app.sweep_tab import SweepResult, SweepTab
 from core.bench import Progress, sweep
-from core.tasks.word_problems import make_split
+from core.tasks import held_out
 
 EXACT = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps", "n", "label")
 
@@ -122,7 +122,7 @@ def test_streamed_sweep_ends_on_the_rows_core_bench_gives_for_the_same_settings(
     params = parse_sweep(**sweep_args(), models=registry.labels)
     snaps = list(sweep_snapshots(model, tokenizer, params))
     assert [s.decodes for s in snaps] == list(range(1, 10)) and snaps[-1].total == 9  # (1 warm-up + 2) x 3
-    direct = sweep(model, tokenizer, make_split("test", 2), [0.5, 3.0], [2], params.decode_config())
+    direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], params.decode_config())
     assert exact(snaps[-1].rows) == exact(direct)
     polls = iter([False, True])
     stopped = list(sweep_snapshots(model, tokenizer, params, should_stop=lambda: next(polls)))
@@ -141,7 +141,7 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert list(table["policy"]) == ["none", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
     assert "Sweep done: 2 problems" in out[-1][0]
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    direct = sweep(model, tokenizer, make_split("test", 2), [0.5, 3.0], [2], result.params.decode_config())
+    direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], result.params.decode_config())
     assert exact(result.rows) == exact(direct)
 
     tau, k, tau2, k2, message, fig2, chosen = s.pick_point(json.dumps([3.0, 2, 123]), "accuracy", result)

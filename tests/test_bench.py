@@ -10,9 +10,10 @@ from conftest import tiny_model
 
 from core.bench import Contender, contenders_from, run_bench
 from core.checkpoint import save_own_model
-from core.decoder import DecodeConfig, generate
+from core.decoder import DecodeConfig, decode, generate
 from core.loading import chat_prompt_ids, load_model
 from core.policies import make_policy
+from core.tasks import held_out
 from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS, make_split
 from core.word_tokenizer import build_tokenizer
 
@@ -41,7 +42,7 @@ def saved(tmp_path_factory):
 
 def test_rows_and_reference_semantics(saved):
     model, tok = load_model(saved)
-    problems = make_split("test", 3)
+    problems = held_out("words", 3)
     contenders = [Contender("none", {}), Contender("entropy", {"tau": -math.inf, "k": 2}), Contender("dual", {})]
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
     rows = run_bench(model, tok, problems, contenders, config, warmup=0, progress=False)
@@ -177,7 +178,7 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
     from core.bench import sweep, sweep_progress
 
     model, tok = load_model(saved)
-    problems = make_split("test", 2)
+    problems = held_out("words", 2)
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
     points = sweep(model, tok, problems, [0.1, 2.0], [1, 2], config)
     assert [p["label"] for p in points] == ["none"] + [
@@ -195,3 +196,83 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
     assert [{k: r[k] for k in exact} for r in followed[-1].rows] == [{k: r[k] for k in exact} for r in points]
     with pytest.raises(ValueError, match="tau must be a number"):
         sweep(model, tok, problems, [float("nan")], [1], config)
+
+
+def test_task_items_few_shot_prompts_and_grading():
+    from core.tasks import held_out, is_correct
+    from core.tasks.stories import make_split as stories_split
+    from core.tasks.word_problems import make_split as words_split
+
+    plain = held_out("words", 3)
+    assert [i.prompt for i in plain] == [p.prompt for p in words_split("test", 3)]
+    shot = held_out("words", 3, shots=4)
+    examples = words_split("shots", 12)
+    for i, item in enumerate(shot):
+        assert item.prompt.count("question :") == 5 and item.prompt.endswith("question : " + plain[i].prompt)
+        for ex in examples[4 * i : 4 * i + 4]:  # every item its own worked examples, answers included
+            assert f"question : {ex.prompt} answer : {ex.answer_text}" in item.prompt
+    assert [i.task for i in held_out("mix", 5)] == ["words", "stories", "words", "stories", "words"]
+    story = stories_split("test", 1)[0]
+    item = held_out("stories", 1)[0]
+    assert item.prompt == story.prompt and is_correct(item, story.answer_text)
+    assert not is_correct(item, story.answer_text.replace(" the end .", ""))
+    assert is_correct(plain[0], words_split("test", 1)[0].answer_text) and not is_correct(plain[0], "the answer is")
+    with pytest.raises(ValueError, match="shots must be a non-negative integer, got -1"):
+        held_out("words", 2, shots=-1)
+    with pytest.raises(ValueError, match="unknown task 'poems'"):
+        held_out("poems", 2)
+
+
+def test_entropy_columns_and_the_split_of_full_steps(saved):
+    """Per-step max entropies summarised per contender; full steps split into forced (a block's first
+    step) and the rest, checked against the events themselves."""
+    from core.policies import make_policy as policy
+
+    model, tok = load_model(saved)
+    items = held_out("words", 2)
+    config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
+    contenders = [Contender("none", {}), Contender("entropy", {"tau": math.inf, "k": 2}),
+                  Contender("entropy", {"tau": 0.0, "k": 2})]
+    none, never, always = run_bench(model, tok, items, contenders, config, warmup=0, progress=False)
+    assert none["full_steps_forced"] == never["full_steps_forced"] == 2 / 16  # two blocks, 16 steps
+    assert none["full_steps_entropy"] == 14 / 16 and never["full_steps_entropy"] == 0.0
+    assert never["full_steps_fraction"] == 2 / 16
+    maxes = sorted(e.max_entropy for item in items
+                   for e in decode(model, chat_prompt_ids(tok, item.prompt), policy("none"), config))
+    assert none["entropy_max"] == maxes[-1] and none["entropy_p50"] == pytest.approx((maxes[15] + maxes[16]) / 2)
+    assert none["entropy_p50"] <= none["entropy_p90"] <= none["entropy_max"]
+    # tau 0: a step after any decoded token with entropy above 0 is full
+    above = sum(m > 0 for m in maxes)
+    assert always["full_steps_entropy"] <= above / 32 and always["full_steps_entropy"] > 0
+
+
+def test_a_threshold_run_adds_the_vanilla_decoder(saved):
+    model, tok = load_model(saved)
+    config = DecodeConfig(gen_len=16, block_len=8, threshold=0.3, stop_at_eos=False)
+    rows = run_bench(model, tok, held_out("words", 2), [Contender("none", {}), Contender("dual", {})], config,
+                     warmup=0, progress=False)
+    assert [r["label"] for r in rows] == ["none", "dual", "none (one token per step)"]
+    vanilla = rows[-1]
+    assert vanilla["steps"] == 2 * 16 and vanilla["full_steps_fraction"] == 1.0  # 16 one-token steps a prompt
+    for r in rows:
+        assert r["speedup_vs_vanilla"] == pytest.approx(vanilla["decode_s"] / r["decode_s"])
+    assert rows[0]["steps"] < vanilla["steps"]  # the threshold unmasks several tokens a step
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shots", "-1"], "--shots must be a non-negative integer, got -1"),
+        (["--gen-len", "512", "--block", "32"], "the longest prompt (51 tokens) + gen_len (512) exceeds"),
+        (["--task", "stories"], "the model does not know 8 words of the prompt: 'tell', 'a', 'story'"),
+    ],
+)
+def test_task_flags_are_checked_before_the_weights_load(tmp_path, args, message):
+    """The embedded model's config and tokenizer without its weights: the flags' error comes first."""
+    from core.loading import EMBEDDED
+
+    for f in EMBEDDED.iterdir():
+        if f.suffix != ".safetensors":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    res = bench_cli("--model", str(tmp_path), "--n", "2", *args)
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr

@@ -144,3 +144,16 @@ def test_bad_prompts_raise_clear_errors():
         list(
             decode(model, torch.tensor([], dtype=torch.long), make_policy("none"), DecodeConfig(gen_len=8, block_len=8))
         )
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(steps=4), dict(threshold=0.5)])
+def test_the_mask_token_is_never_decoded(family, cfg):
+    """A model that ranks the mask token first everywhere (an untrained one can) still finishes every
+    block in its schedule: the mask is never an answer, so no position is 'unmasked' into a mask."""
+    model = tiny_model(family)
+    with torch.no_grad():
+        model.lm_head.weight[model.config.mask_token_id] = model.lm_head.weight.abs().max() * 50
+    config = DecodeConfig(gen_len=8, block_len=4, stop_at_eos=False, **cfg)
+    events = list(decode(model, [5, 6, 7], make_policy("none"), config))
+    assert events[-1].done and model.config.mask_token_id not in events[-1].tokens
+    assert len(events) == (cfg.get("steps") or 8) or "threshold" in cfg

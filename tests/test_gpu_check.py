@@ -19,10 +19,12 @@ def test_dry_run_measures_everything_and_races_the_app(tmp_path):
         assert [(r["prompt"], r["gen"]) for r in m["forward"]] == [(40, 32), (40, 64), (16, 32)]
         assert all(r["full_ms"] > 0 and r["partial_ms"] > 0 and r["floor_ms"] > 0 for r in m["forward"])
         for mode, rows in m["end_to_end"].items():
-            for r in rows:
+            for r, cost in zip(rows, m["forward"]):
                 # the replayed schedule: at least the block starts are full, and never every step
-                assert 0 < r["entropy"]["full_steps"] < 1 and r["none"]["full_steps"] == 1
-                assert r["speedup"] > 0 and r["ceiling"] >= 1 and 0 < r["entropy"]["decision"] < 1
+                f = r["entropy"]["full_steps"]
+                assert 0 < f < 1 and r["none"]["full_steps"] == 1 and 0 < r["entropy"]["decision"] < 1
+                assert r["speedup"] == r["none"]["compute_s"] / r["entropy"]["compute_s"]
+                assert r["ceiling"] == 1 / (f + (1 - f) * cost["partial_share"])  # from the forward costs
             if mode == "threshold 0.9":  # unmask counts replayed: fewer steps than tokens
                 assert all(r["steps"] < r["gen"] for r in rows)
     schedules = report["schedules"]

@@ -7,7 +7,9 @@ from safetensors.torch import load_file
 from core.cli import main
 from core.loading import load_model
 from core.tasks.word_problems import extract_answer, make_split
-from core.train import EPS, make_batch, response_mask, result_groups
+from core.train import EPS, hidden_mask
+from core.train_data import DRILL_LEN, GEN_LEN, make_batch, pick_kind, result_groups, vocabulary
+from core.word_tokenizer import build_tokenizer
 
 
 def train(argv: list[str]) -> int:
@@ -15,8 +17,8 @@ def train(argv: list[str]) -> int:
     return main(["train", *argv])
 
 TINY = [
-    "--batch",
-    "4",
+    "--batch-tokens",
+    "600",
     "--dim",
     "32",
     "--layers",
@@ -46,7 +48,7 @@ def test_resume_is_exact_and_output_loads(tmp_path):
         assert torch.equal(a[name], b[name]), name
     model, tok = load_model(straight / "model")
     assert model.config.n_layers == 1 and tok.mask_token_id == model.config.mask_token_id
-    assert (model.config.gen_len, model.config.block_len) == (64, 32)
+    assert (model.config.gen_len, model.config.block_len, model.config.max_seq_len) == (256, 32, 1024)
 
 
 def test_task_answers_are_exact():
@@ -67,19 +69,18 @@ def test_result_groups_tie_each_result_to_its_copies():
     assert groups.index(1) == 10 and groups.index(2) == 16  # the results after "=", then the copies
 
 
-def test_response_mask_hides_whole_groups_and_stratifies_t():
+def test_hidden_mask_hides_whole_groups_and_stratifies_t():
     import random
 
-    from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS
-    from core.word_tokenizer import build_tokenizer
-
-    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
-    ids, _, width, groups = make_batch(tok, random.Random(0), 64, set())
-    by_t, by_group, t = response_mask(64, ids.shape[1] - width, torch.Generator().manual_seed(0), groups)
-    stratum = ((t.flatten() - EPS) / (1 - EPS) * 64).long()
-    assert sorted(stratum.tolist()) == list(range(64))  # one t in each 64th of (EPS, 1)
-    assert not by_group[groups == 0].any()
-    for row in range(64):
+    batch = make_batch(build_tokenizer(vocabulary()), random.Random(0), 64 * 320, "words", 0)
+    ids, groups = batch.ids, batch.groups
+    b = ids.shape[0]
+    assert 60 <= b <= 68 and b * ids.shape[1] <= 64 * 320  # 0-shot rows are ~300 tokens: about 64 of them fit
+    by_t, by_group, t = hidden_mask(batch.targets, groups, torch.Generator().manual_seed(0))
+    stratum = ((t.flatten() - EPS) / (1 - EPS) * b).long()
+    assert sorted(stratum.tolist()) == list(range(b))  # one t in each b-th of (EPS, 1)
+    assert not by_group[groups == 0].any() and not by_t[~batch.targets].any()  # only targets are hidden
+    for row in range(b):
         for g in range(1, int(groups[row].max()) + 1):
             hidden = by_group[row, groups[row] == g]
             assert hidden.all() or not hidden.any()  # a result is never hidden without its copies
@@ -130,19 +131,72 @@ def test_drills_are_exact_facts_in_the_answer_format():
 def test_drill_rows_hide_results_without_tying_them_to_the_next_operand():
     import random
 
-    from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS
-    from core.word_tokenizer import build_tokenizer
-
-    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
-    ids, _, width, groups = make_batch(tok, random.Random(0), 16, set(), drill_share=1.0)
-    for row in range(16):
-        words = tok.convert_ids_to_tokens(ids[row, width:].tolist())
+    tok = build_tokenizer(vocabulary())
+    batch = make_batch(tok, random.Random(0), 16 * 110, "drills")
+    for row in range(batch.ids.shape[0]):
+        words = tok.convert_ids_to_tokens(batch.ids[row, -DRILL_LEN:].tolist())
         results = [i for i in range(1, len(words)) if words[i - 1] == "="]
-        assert groups[row].nonzero().flatten().tolist() == results  # each result alone in its group
+        assert batch.groups[row, -DRILL_LEN:].nonzero().flatten().tolist() == results  # each result alone
         assert "answer" not in words
-    problems, _, _, _ = make_batch(tok, random.Random(0), 16, set(), drill_share=0.0)
-    texts = [tok.decode(r) for r in problems]
-    assert all("answer is" in t for t in texts)
+    problems = make_batch(tok, random.Random(0), 16 * 320, "words")
+    assert all("answer is" in tok.decode(r) for r in problems.ids)
+
+
+def test_k_shot_rows_train_every_answer_and_nothing_else():
+    """A k-shot row: the worked examples' answers and the response canvas are targets, the questions
+    and the template are not; result groups never mix two answers."""
+    import random
+
+    tok = build_tokenizer(vocabulary())
+    batch = make_batch(tok, random.Random(1), 2000, "words", shots=3)
+    for row in range(batch.ids.shape[0]):
+        real = batch.key_mask[row]
+        words = tok.convert_ids_to_tokens(batch.ids[row][real].tolist())
+        targets = batch.targets[row][real].tolist()
+        canvas = words[-GEN_LEN:]
+        end = canvas.index("<|eos|>")  # the answer, then only end-of-text to the canvas's end
+        assert canvas[end - 5 : end - 2] == ["the", "answer", "is"] and set(canvas[end:]) == {"<|eos|>"}
+        assert all(targets[-GEN_LEN:])  # the whole canvas: answer and end-of-text padding
+        trained = " ".join(w for w, t in zip(words[:-GEN_LEN], targets[:-GEN_LEN]) if t)
+        assert trained.count("the answer is") == 3 and "question" not in trained and "how many" not in trained
+        assert words.count("question") == 4 and "<|user|>" in words and not any(targets[: words.index(":")])
+        groups = batch.groups[row][real].tolist()
+        starts = [i for i, w in enumerate(words) if w == "starts"]  # one per answer
+        for a, b in zip(starts, starts[1:]):  # each answer's groups are its own
+            assert not set(groups[a:b]) - {0} & set(groups[b:]) - {0}
+    assert batch.ids.shape[0] * batch.ids.shape[1] <= 2000 or batch.ids.shape[0] == 1
+
+
+def test_story_rows_and_the_mixture():
+    import random
+
+    from core.tasks.stories import check_story, is_held_out
+
+    tok = build_tokenizer(vocabulary())
+    batch = make_batch(tok, random.Random(2), 4000, "stories")
+    for row in range(batch.ids.shape[0]):
+        words = tok.convert_ids_to_tokens(batch.ids[row][batch.key_mask[row]].tolist())
+        prompt = " ".join(words[words.index("<|user|>") + 1 : words.index("<|assistant|>")])
+        story = " ".join(w for w in words[words.index("<|assistant|>") + 1 :] if w != "<|eos|>")
+        assert check_story(prompt, story).ok and not is_held_out(prompt)
+        assert batch.targets[row, -GEN_LEN:].all() and not batch.targets[row, :-GEN_LEN].any()
+    assert not batch.groups.any()
+    kinds = [pick_kind(random.Random(i), 0.35, 0.2) for i in range(2000)]
+    share = {k: sum(kind == k for kind, _ in kinds) / 2000 for k in ("stories", "drills", "words")}
+    assert abs(share["stories"] - 0.35) < 0.04 and abs(share["drills"] - 0.2) < 0.04
+    assert {s for k, s in kinds if k == "words"} == set(range(9))  # 0 to 8 worked examples
+
+
+def test_held_out_problems_are_never_trained():
+    import random
+
+    tok = build_tokenizer(vocabulary())
+    held = frozenset(p.prompt for p in make_split("test", 1000))
+    for seed in range(20):
+        batch = make_batch(tok, random.Random(seed), 3000, "words", shots=2, held_out=held)
+        for row in batch.ids:
+            text = tok.decode(row, skip_special_tokens=True)
+            assert not any(prompt in text for prompt in held)
 
 
 @pytest.mark.parametrize(
@@ -150,7 +204,9 @@ def test_drill_rows_hide_results_without_tying_them_to_the_next_operand():
     [
         ("--drills", "1.5", "--drills must be a share in [0, 1], got 1.5"),
         ("--number-init", "-0.1", "--number-init must be a share in [0, 1], got -0.1"),
-        ("--batch", "0", "--batch must be a positive integer, got 0"),
+        ("--batch-tokens", "0", "--batch-tokens must be a positive integer, got 0"),
+        ("--stories", "0.9", "--drills + --stories must be at most 1, got 1.1"),
+        ("--pause-after", "0", "--pause-after must be a positive number, got 0"),
         ("--steps", "-3", "--steps must be a positive integer, got -3"),
         ("--until", "0", "--until must be a positive integer, got 0"),
         ("--save-every", "0", "--save-every must be a positive integer, got 0"),

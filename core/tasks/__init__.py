@@ -1,1 +1,45 @@
-"""The embedded model's tasks: generators of prompts and checkable answers."""
+"""The embedded model's tasks: word problems (word_problems.py) and stories (stories.py).
+
+Each gives held-out items to decode (a prompt and what grading needs) and grades a decoded answer:
+a word problem by its final number, a story by the story checker. The bench (`--task`, `--shots`)
+and the app's example prompts take their items from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.tasks import stories, word_problems
+
+TASKS = ("words", "stories", "mix")
+
+
+@dataclass(frozen=True)
+class Item:
+    task: str  # "words" or "stories"
+    prompt: str
+    reference: word_problems.Problem | stories.Story
+
+
+def held_out(task: str, n: int, shots: int = 0) -> list[Item]:
+    """n held-out items of `task` ('mix': words and stories alternating). Word problems are asked
+    after `shots` worked examples (drawn from their own split, different for every item)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+    if not isinstance(shots, int) or shots < 0:
+        raise ValueError(f"shots must be a non-negative integer, got {shots!r}")
+    if task == "mix":
+        words, tales = held_out("words", (n + 1) // 2, shots), held_out("stories", n // 2)
+        return [item for pair in zip(words, tales + [None]) for item in pair if item is not None][:n]
+    if task == "stories":
+        return [Item("stories", s.prompt, s) for s in stories.make_split("test", n)]
+    examples = word_problems.make_split("shots", n * shots)
+    return [Item("words", word_problems.few_shot_prompt(p, examples[i * shots : (i + 1) * shots]), p)
+            for i, p in enumerate(word_problems.make_split("test", n))]
+
+
+def is_correct(item: Item, answer_text: str) -> bool:
+    """A word problem's final number is right; a story passes the story checker."""
+    if item.task == "stories":
+        return stories.check_story(item.reference, answer_text).ok
+    return word_problems.extract_answer(answer_text) == item.reference.answer

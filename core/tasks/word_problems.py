@@ -23,7 +23,7 @@ MAX_VALUE = 60  # every intermediate result stays in [0, MAX_VALUE]
 NUMBERS = [str(i) for i in range(MAX_VALUE + 1)]
 WORDS = (
     "has have buys finds gets more from gives to loses then doubles triples half of the how many does now ? "
-    ". starts with + - * / = answer is"
+    ". starts with + - * / = answer is question :"
 ).split()
 
 
@@ -97,10 +97,20 @@ def make_drill(rng: random.Random, n_facts: int = 10) -> tuple[str, str]:
 
 
 def make_split(split: str, n: int) -> list[Problem]:
-    """Deterministic problems: 'train' and 'test' use different seeds; test prompts never train."""
-    seed = {"train": 1, "test": 2}[split]
+    """Deterministic problems: 'train', 'test' and 'shots' (worked examples for k-shot prompts) use
+    different seeds; test prompts never train."""
+    seed = {"train": 1, "test": 2, "shots": 3}[split]
     rng = random.Random(seed)
     return [make_problem(rng) for _ in range(n)]
+
+
+def few_shot_prompt(question: Problem, shots: list[Problem]) -> str:
+    """lm-eval's k-shot shape in the task's own words: each worked example as 'question : ... answer :
+    ...', then the question; with no shots, the question alone."""
+    if not shots:
+        return question.prompt
+    worked = [f"question : {s.prompt} answer : {s.answer_text}" for s in shots]
+    return " ".join([*worked, f"question : {question.prompt}"])
 
 
 def extract_answer(text: str) -> int | None:

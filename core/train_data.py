@@ -1,0 +1,162 @@
+"""Training batches for the embedded model: word problems asked 0- to 8-shot, stories, arithmetic drills.
+
+Every row is a chat-template prompt, left-padded, then a response canvas. The loss may hide any
+*target* token: the response (its answer and the end-of-text padding that fills the canvas), and in a
+k-shot row every worked example's answer as well, as LLaDA's multi-turn SFT trains on every
+response, so a 4-shot row teaches five answers for the tokens of one long prompt. Results carry a
+group number shared with their copies (result_groups), so the loss can hide them together. A batch
+holds one kind of row (similar lengths, little padding), as many rows as fit `tokens` tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from core.loading import chat_frame
+from core.tasks import stories, word_problems
+
+GEN_LEN = 256  # the response canvas of word problems and stories (the decode default)
+DRILL_LEN = 64  # drills are short and training-only
+MAX_SHOTS = 8
+
+
+@dataclass(frozen=True)
+class Batch:
+    ids: torch.Tensor  # [rows, length]
+    key_mask: torch.Tensor  # [rows, length], False at padding
+    targets: torch.Tensor  # [rows, length], True where the loss may hide a token
+    groups: torch.Tensor  # [rows, length], a result's group number (shared with its copies), else 0
+    kind: str
+    shots: int
+
+
+def result_groups(words: list[str], copies: bool = True) -> list[int]:
+    """For each answer word, the number of the arithmetic result it holds (1, 2, ...) or 0.
+
+    A line's result `r` in "a op n = r ." is copied twice: as the next line's first operand and
+    in "the answer is r". The three share a group so they can be hidden together: hidden alone,
+    `r` could be copied from a visible copy, and the model would learn copying, not arithmetic.
+    """
+    groups = [0] * len(words)
+    for g, i in enumerate((i for i in range(1, len(words)) if words[i - 1] == "="), start=1):
+        groups[i] = g
+        if not copies:  # a drill: facts are independent, the next operand is not a copy
+            continue
+        nxt = i + 2  # after "r ."
+        if nxt < len(words) and words[nxt].isdigit():
+            groups[nxt] = g
+        elif words[nxt : nxt + 3] == ["the", "answer", "is"]:
+            groups[nxt + 3] = g
+    return groups
+
+
+class _Row:
+    """One sequence being built: content words (each one token), which are targets, their groups."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.targets: list[bool] = []
+        self.groups: list[int] = []
+        self.n_groups = 0
+
+    def add(self, text: str, target: bool = False, groups: list[int] | None = None) -> None:
+        words = text.split()
+        self.words += words
+        self.targets += [target] * len(words)
+        groups = groups or [0] * len(words)
+        self.groups += [g + self.n_groups if g else 0 for g in groups]
+        self.n_groups += max(groups, default=0)
+
+    def add_answer(self, text: str, copies: bool = True) -> None:
+        self.add(text, target=True, groups=result_groups(text.split(), copies))
+
+
+def _words_row(rng: random.Random, shots: int, held_out: set[str]) -> tuple[_Row, _Row]:
+    """(prompt, response) of a word problem after `shots` worked examples (answers are targets)."""
+    problems = []
+    while len(problems) < shots + 1:
+        p = word_problems.make_problem(rng)
+        if p.prompt not in held_out:
+            problems.append(p)
+    prompt = _Row()
+    for p in problems[:-1]:
+        prompt.add(f"question : {p.prompt} answer :")
+        prompt.add_answer(p.answer_text)
+    prompt.add(f"question : {problems[-1].prompt}" if shots else problems[-1].prompt)
+    response = _Row()
+    response.add_answer(problems[-1].answer_text)
+    return prompt, response
+
+
+def _story_row(rng: random.Random) -> tuple[_Row, _Row]:
+    story = stories.make_story(rng, split="train")
+    prompt, response = _Row(), _Row()
+    prompt.add(story.prompt)
+    response.add(story.answer_text, target=True)
+    return prompt, response
+
+
+def _drill_row(rng: random.Random) -> tuple[_Row, _Row]:
+    text, answer = word_problems.make_drill(rng)
+    prompt, response = _Row(), _Row()
+    prompt.add(text)
+    response.add_answer(answer, copies=False)
+    return prompt, response
+
+
+def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int = 0,
+               held_out: frozenset[str] = frozenset()) -> Batch:
+    """A batch of `kind` ('words' with `shots` worked examples, 'stories', 'drills') of about `tokens`
+    tokens (at least one row). Word problems in `held_out` are never drawn."""
+    make = {"words": lambda: _words_row(rng, shots, held_out), "stories": lambda: _story_row(rng),
+            "drills": lambda: _drill_row(rng)}[kind]
+    canvas = DRILL_LEN if kind == "drills" else GEN_LEN
+    before, after = chat_frame(tokenizer)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    rows: list[tuple[list[int], list[bool], list[int]]] = []
+    while not rows or (len(rows) + 1) * max(len(r[0]) for r in rows) <= tokens:
+        prompt, response = make()
+        assert len(response.words) <= canvas, "the answer fits its canvas"
+        ids = [*before, *_ids(tokenizer, prompt.words), *after, *_ids(tokenizer, response.words)]
+        fill = canvas - len(response.words)
+        frame = len(before), len(after)
+        targets = [False] * frame[0] + prompt.targets + [False] * frame[1] + response.targets + [True] * fill
+        groups = [0] * frame[0] + prompt.groups + [0] * frame[1] + [g + prompt.n_groups if g else 0
+                                                                    for g in response.groups] + [0] * fill
+        rows.append(([*ids, *[eos] * fill], targets, groups))
+    width = max(len(r[0]) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    targets = torch.zeros(len(rows), width, dtype=torch.bool)
+    groups = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, (row_ids, row_targets, row_groups) in enumerate(rows):  # left padding: every canvas ends the row
+        ids[i, width - len(row_ids) :] = torch.tensor(row_ids)
+        targets[i, width - len(row_ids) :] = torch.tensor(row_targets)
+        groups[i, width - len(row_ids) :] = torch.tensor(row_groups)
+    return Batch(ids, ids != pad, targets, groups, kind, shots)
+
+
+def _ids(tokenizer, words: list[str]) -> list[int]:
+    """One id per word (the tokenizer is word-level); an unknown word is a bug in a task's vocabulary."""
+    ids = tokenizer.convert_tokens_to_ids(words)
+    if tokenizer.unk_token_id in ids:
+        raise ValueError(f"word {words[ids.index(tokenizer.unk_token_id)]!r} is not in the tokenizer's vocabulary")
+    return ids
+
+
+def pick_kind(rng: random.Random, stories_share: float, drills_share: float) -> tuple[str, int]:
+    """The next batch's kind and, for word problems, its number of worked examples (0..MAX_SHOTS)."""
+    u = rng.random()
+    if u < stories_share:
+        return "stories", 0
+    if u < stories_share + drills_share:
+        return "drills", 0
+    return "words", rng.randint(0, MAX_SHOTS)
+
+
+def vocabulary() -> list[str]:
+    """Every word of every task, each once: the embedded model's tokenizer is built from these."""
+    words = word_problems.NAMES + word_problems.ITEMS + word_problems.NUMBERS + word_problems.WORDS + stories.WORDS
+    return list(dict.fromkeys(words))
