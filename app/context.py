@@ -12,6 +12,7 @@ import gradio as gr
 
 from app.banner import STOPPED
 from app.models import ModelRegistry
+from app.params import RunParams, parse_params
 from app.race import DEFAULT_THROTTLE_S
 from app.sessions import RunBoard
 from core.decoder import DecodeConfig, decode
@@ -33,6 +34,13 @@ class AppContext:
             warm_up(model)
             self._warm.add(model)
         return model, tokenizer
+
+    def run_params(self, prompt: object, model: object, policy: object, numbers: dict) -> RunParams:
+        """A run's raw inputs validated (bounds, relations) and its prompt checked against the model's
+        vocabulary, before any decoding: a ValueError with the visitor's message otherwise."""
+        params = parse_params(prompt, model, policy, models=self.registry.labels, **numbers)
+        self.registry.check_prompt(params.model, params.prompt)
+        return params
 
     def cancel_previous(self, request: gr.Request = None) -> None:
         """Runs before a new Run is queued, so a run in flight stops even while the new one waits for a slot."""

@@ -17,7 +17,7 @@ from app.context import AppContext
 from app.controls import CONTROL_NAMES, Inputs, build_inputs, raw_slider, wire_inputs
 from app.drift import DriftRenderer, DriftUpdate, drift_snapshots
 from app.explain import explain_step
-from app.params import DEFAULT_COMPARED, RunParams, parse_params
+from app.params import DEFAULT_COMPARED, RunParams
 from app.runner import TabRunner, TabView
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
@@ -77,12 +77,9 @@ class DriftTab:
         """Validate, then stream the diagnostic decode: one output tuple per throttled update."""
         numbers = dict(zip(CONTROL_NAMES, (tau, k, gen_len, block_len, steps, threshold, temperature, seed)))
 
-        def validate() -> DriftView:  # the compared policy has no part here: only EntropyCache (tau, k) decodes
-            params = parse_params(prompt, model, DEFAULT_COMPARED, models=self.ctx.registry.labels, **numbers)
-            self.ctx.registry.check_prompt(params.model, params.prompt)
-            return DriftView(params)
-
-        yield from self.runner.run(request, validate)
+        # The compared policy has no part here: only EntropyCache (tau, k) decodes.
+        yield from self.runner.run(request, lambda: DriftView(self.ctx.run_params(prompt, model, DEFAULT_COMPARED,
+                                                                                   numbers)))
 
     def explain(self, step: float, run: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""

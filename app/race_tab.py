@@ -15,7 +15,7 @@ import pandas as pd
 from app.banner import banner
 from app.context import AppContext
 from app.controls import CONTROL_NAMES, Inputs, build_inputs, wire_inputs
-from app.params import RunParams, parse_params
+from app.params import RunParams
 from app.race_stream import SIDES, Renderer, Update, race_snapshots
 from app.runner import TabRunner, TabView
 from app.speed import SUMMARY_HEADERS
@@ -64,12 +64,7 @@ class RaceTab:
         """Validate, then stream the race: one output tuple per throttled snapshot, the last one with results."""
         numbers = dict(zip(CONTROL_NAMES, (tau, k, gen_len, block_len, steps, threshold, temperature, seed)))
 
-        def validate() -> RaceView:
-            params = parse_params(prompt, model, policy, models=self.ctx.registry.labels, **numbers)
-            self.ctx.registry.check_prompt(params.model, params.prompt)
-            return RaceView(params)
-
-        yield from self.runner.run(request, validate)
+        yield from self.runner.run(request, lambda: RaceView(self.ctx.run_params(prompt, model, policy, numbers)))
 
 
 def _cleared() -> tuple:
