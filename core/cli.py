@@ -123,8 +123,9 @@ def check_before_load(gen_len: int | None, block_len: int | None, **settings) ->
 def check_prompts_fit(model: str | None, prompts: list[str], gen_len: int | None) -> None:
     """Every prompt is readable by the model and fits its positions with gen_len, checked from its
     config.json and tokenizer alone, before the weights load."""
-    cfg, family, _ = read_config(resolve(model))
-    tokenizer = load_tokenizer(resolve(model), family)
+    folder = resolve(model)  # a hub id is looked up once
+    cfg, family, _ = read_config(folder)
+    tokenizer = load_tokenizer(folder, family)
     gen = cfg.gen_len if gen_len is None else gen_len
     longest = max(len(chat_prompt_ids(tokenizer, p)) for p in prompts)
     if longest + gen > cfg.max_seq_len:
