@@ -57,10 +57,17 @@ class Tally:
     totals: Totals = field(default_factory=Totals)  # the decoder's own totals, summed
     max_entropies: list[float] = field(default_factory=list)  # per step
     forced_full: int = 0  # full steps that open a block
+    layer_rows: list[int] = field(default_factory=list)  # rows computed at each layer, summed over steps
+    layer_rows_full: int = 0  # what one layer computes in full forwards at every step
+    prompt_tokens: int = 0  # summed over the problems
 
     def add(self, events: list[StepEvent]) -> None:
         self.totals += events[-1].totals
         self.max_entropies += [e.max_entropy for e in events]
+        per_layer = [sum(col) for col in zip(*(e.layer_rows for e in events))]
+        self.layer_rows = [a + b for a, b in zip(self.layer_rows, per_layer)] if self.layer_rows else per_layer
+        self.layer_rows_full += sum(e.prompt_len + len(e.tokens) for e in events)
+        self.prompt_tokens += events[0].prompt_len
         self.forced_full += sum(e.full and (i == 0 or events[i - 1].block != e.block) for i, e in enumerate(events))
 
 
@@ -150,6 +157,7 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "params": c.params,
         "label": c.label,
         "n": n,
+        "prompt_len": tally.prompt_tokens / n,
         "accuracy": tally.correct / n,
         "agreement": agreement,
         "speedup": ref.totals.compute_s / t.compute_s,
@@ -161,7 +169,9 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "entropy_p50": _quantile(entropies, 0.5),
         "entropy_p90": _quantile(entropies, 0.9),
         "entropy_max": entropies[-1],
+        "layer_rows_fraction": [r / tally.layer_rows_full for r in tally.layer_rows],
         "decision_overhead": t.decision_s / t.compute_s,
+        "decision_us_per_step": t.decision_s / t.steps * 1e6,
         "tokens_per_s": t.tokens_per_s,
         "steps": t.steps,
         "decode_s": t.compute_s,
@@ -207,6 +217,7 @@ def format_table(rows: list[dict]) -> str:
         ("entropy_p50", "H p50", "{:.3f}"),
         ("entropy_p90", "H p90", "{:.3f}"),
         ("decision_overhead", "decision", "{:.2%}"),
+        ("decision_us_per_step", "us/step", "{:.0f}"),
         ("tokens_per_s", "tok/s", "{:.1f}"),
     ]
     if rows and "speedup_vs_vanilla" in rows[0]:

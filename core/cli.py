@@ -36,7 +36,7 @@ from core.loading import (
     read_config,
     resolve,
 )
-from core.policies import POLICIES, make_policy
+from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.policies.params import Param
 from core.tasks import TASKS, held_out
 from core.tasks.word_problems import example_prompt
@@ -178,8 +178,7 @@ def _row_counts(text: str, length: int) -> list[int]:
 def run_bench_command(args: argparse.Namespace) -> int:
     if not 1 <= args.n <= 1000:
         raise ValueError(f"--n must be in [1, 1000], got {args.n}")
-    if args.shots < 0:
-        raise ValueError(f"--shots must be a non-negative integer, got {args.shots}")
+    shots = _shot_counts(args.shots)
     policies, values = args.policies.split(","), _value_lists(args)
     contenders = contenders_from(policies, values)
     _refuse_unused(values, policies)
@@ -187,9 +186,11 @@ def run_bench_command(args: argparse.Namespace) -> int:
         raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 0.5")
     check_before_load(args.gen_len, args.block, **_settings(args))
     row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
-    items = held_out(args.task, args.n, args.shots)
+    items = {k: held_out(args.task, args.n, k) for k in shots}
     if not row_counts:
-        check_prompts_fit(args.model, [item.prompt for item in items], args.gen_len)
+        check_prompts_fit(args.model, [item.prompt for some in items.values() for item in some], args.gen_len)
+    if (row_counts or args.drift) and len(shots) > 1:
+        raise ValueError("--shots takes one count with --forward-rows or --drift")
     model, tokenizer = _load(args)
     config = DecodeConfig.for_model(model.config, args.gen_len, args.block, **_settings(args))
     config.validate()
@@ -197,18 +198,34 @@ def run_bench_command(args: argparse.Namespace) -> int:
         _print_forward_costs(model, args.length, row_counts)
     elif args.drift:
         c = contenders[0]
-        report = drift_report(model, tokenizer, [item.prompt for item in items], c.policy, c.params, config)
+        report = drift_report(model, tokenizer, [item.prompt for item in items[shots[0]]], c.policy, c.params, config)
         curve = report.pop("volatility")
         print(f"policy: {c.label}")
         print(json.dumps(report, indent=1))
         print("K/V change by steps since unmasked:", {a: round(v, 4) for a, v in list(curve.items())[:12]})
     else:
-        rows = run_bench(model, tokenizer, items, contenders, config, warmup=args.warmup)
-        print(format_table(rows))
+        rows = []
+        for k, some in items.items():  # one interleaved bench per context length
+            result = run_bench(model, tokenizer, some, contenders, config, warmup=args.warmup)
+            if len(items) > 1:
+                print(f"{args.task}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
+            print(format_table(result))
+            rows += [{"shots": k, **row} for row in result]
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
+
+
+def _shot_counts(text: str) -> list[int]:
+    """--shots: one count or a comma list (a context sweep: one bench per count)."""
+    try:
+        counts = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--shots must be a non-negative integer or a comma list of them, got {text!r}") from None
+    if min(counts) < 0:
+        raise ValueError(f"--shots must be a non-negative integer, got {min(counts)}")
+    return counts
 
 
 def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
@@ -239,10 +256,11 @@ def parser() -> argparse.ArgumentParser:
                                 description="All policies run in one process on the same prompts and seed, "
                                 "interleaved prompt by prompt (the order rotates), so machine noise hits them "
                                 "alike. The first policy is the reference for agreement, speedup and ceiling.")
-    bench.add_argument("--policies", default="none,entropy,dual,periodic",
+    bench.add_argument("--policies", default=",".join(TABLE_ORDER),
                        help="comma list; the first is the reference")
     bench.add_argument("--task", default="words", choices=TASKS, help="held-out items of this task")
-    bench.add_argument("--shots", type=int, default=0, help="worked examples before each word problem (k-shot)")
+    bench.add_argument("--shots", default="0", help="worked examples before each word problem (k-shot); "
+                       "a comma list, e.g. 0,2,4,8, runs one bench per count (a context sweep)")
     bench.add_argument("--n", type=int, default=50, help="held-out items")
     bench.add_argument("--warmup", type=int, default=1)
     bench.add_argument("--json", default=None, help="write the result rows here")

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from core.config import ModelConfig
+from core.device import sync
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
@@ -80,12 +81,6 @@ def _is_real(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def sync(device: torch.device) -> None:
-    """Wait for the device (a no-op on CPU): timings must include the work they time."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch.Tensor, gen_len: int) -> list[int]:
     raw = prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else list(prompt_ids)
     if any(not isinstance(t, int) or isinstance(t, bool) for t in raw):
@@ -109,7 +104,8 @@ class _Step(NamedTuple):
     """What one step computed, before the loop adds the tokens, totals and flags of its event."""
 
     plan: Plan
-    rows: list[int] | None  # None: every row
+    rows: list[int] | None  # None: every row at every layer
+    layer_rows: list[int]  # rows computed at each layer
     unmasked: tuple[int, ...]
     tokens: list[int]
     entropies: tuple[float, ...]
@@ -151,15 +147,15 @@ def decode(
         schedule = transfer_schedule(config.block_len, config.steps_per_block)
         block_step = 0
         while block_masked := tuple(start + i for i, t in enumerate(x[start:end].tolist()) if t == mask_id):
-            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, tuple(decode_order))
+            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, tuple(decode_order),
+                              cfg.logit_shift)
             measured = before_step(x, cache, ctx) if before_step else {}
             n_transfer = None if config.threshold is not None else schedule[block_step]
             result = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
             decode_order.extend(result.unmasked)
             done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
             response = x[p:].tolist()
-            n_rows = length if result.rows is None else len(result.rows)
-            totals += Totals(1, int(result.rows is None), n_rows * cfg.n_layers, length * cfg.n_layers,
+            totals += Totals(1, int(result.rows is None), sum(result.layer_rows), length * cfg.n_layers,
                              result.compute_s, result.decision_s)
             totals.tokens = _n_generated(response, mask_id, eos)
             yield StepEvent(
@@ -174,7 +170,7 @@ def decode(
                 full=result.rows is None,
                 reason=result.plan.reason,
                 rows=list(range(length)) if result.rows is None else result.rows,
-                layer_rows=[n_rows] * cfg.n_layers,
+                layer_rows=result.layer_rows,
                 compute_s=result.compute_s,
                 decision_s=result.decision_s,
                 totals=replace(totals),
@@ -208,13 +204,16 @@ def _step(
     shift = model.config.logit_shift
     logit_rows = [max(pos - shift, 0) for pos in ctx.block_masked]  # Dream reads position i's logits at row i-1
     needed = sorted(set(logit_rows))
-    rows = None if plan.rows is None else _rows_to_compute(plan, needed, ctx.length)
+    hook = plan.hook
+    stream = hook is not None and hook.stream
+    rows = None if plan.rows is None or stream else _rows_to_compute(plan, needed, ctx.length)
     row_index = None if rows is None else _index(rows, device)
     ids = x[None] if rows is None else x[row_index][None]
-    logits = model(ids, cache, row_index, _index(needed, device))[0]
-    if shift:  # back from unique rows to one logit row per target
-        where = {row: i for i, row in enumerate(needed)}
-        logits = logits[_index([where[row] for row in logit_rows], device)]
+    logits = model(ids, cache, row_index, _index(needed, device), hook=hook)[0]
+    n_layers = model.config.n_layers
+    layer_rows = [ctx.length if rows is None else len(rows)] * n_layers if hook is None else hook.layer_rows
+    if stream:  # the rows computed at any layer; None when every layer computed every row
+        rows = None if min(layer_rows) == ctx.length else hook.computed.nonzero().flatten().tolist()
     # The mask token is never an answer: a model that ranks it first (an untrained one can) would
     # otherwise "unmask" a position into a mask, and the block would never finish.
     logits[:, model.config.mask_token_id] = float("-inf")
@@ -228,7 +227,9 @@ def _step(
     entropies = tuple(entropy(probs).tolist())
     policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
     t_end = time.perf_counter()
-    return _Step(plan, rows, unmasked, tokens.tolist(), entropies, t_end - t0, t_plan + (t_end - t1))
+    signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
+    decision_s = t_plan + (t_end - t1) + signal_s
+    return _Step(plan, rows, layer_rows, unmasked, tokens.tolist(), entropies, t_end - t0, decision_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from core.decoder import sync
+from core.device import sync
 
 
 def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30) -> dict[int, float]:

@@ -3,8 +3,12 @@
 `forward(ids, cache, rows)` runs only the rows listed in `rows` (token ids `ids`, true positions
 `rows`) through every layer. At each layer the fresh K/V of those rows overwrite their slots in the
 cache, and their queries attend over the whole cache: fresh rows plus rows reused from earlier
-steps. A full forward is the same call with rows=None. This one function is all a cache policy
-needs: which rows to pass is the policy's whole decision.
+steps. A full forward is the same call with rows=None. For most cache policies this is all they need:
+which rows to pass is their whole decision.
+
+A policy that decides layer by layer passes a LayerHook (core/layerwise.py): the forward calls it
+at every layer, and with a stream hook every row moves through every layer while each layer
+computes only the rows the hook names (`Block.forward_stream`).
 
 Layout follows gpt-fast: q/k/v in one matmul (`wqkv`), gate and up in one (`w13`), so a partial
 pass over few rows issues few kernels.
@@ -18,6 +22,7 @@ from torch import nn
 
 from core.config import ModelConfig
 from core.kv_cache import KVCache
+from core.layerwise import LayerHook, LayerView
 
 
 class RMSNorm(nn.Module):
@@ -53,6 +58,18 @@ class Attention(nn.Module):
         qkv_out = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim
         self.wqkv = nn.Linear(cfg.dim, qkv_out, bias=cfg.qkv_bias)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+
+    def queries(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotated queries of x's rows, [batch, heads, rows, head_dim] (for attention probes)."""
+        q_out = self.n_heads * self.head_dim
+        q = F.linear(x, self.wqkv.weight[:q_out], None if self.wqkv.bias is None else self.wqkv.bias[:q_out])
+        return apply_rope(q.view(*x.shape[:2], self.n_heads, self.head_dim), cos, sin).transpose(1, 2)
+
+    def values(self, x: torch.Tensor) -> torch.Tensor:
+        """V of x's rows, [batch, kv_heads, rows, head_dim], without their queries and keys."""
+        v_out = self.n_kv_heads * self.head_dim
+        bias = None if self.wqkv.bias is None else self.wqkv.bias[-v_out:]
+        return F.linear(x, self.wqkv.weight[-v_out:], bias).view(*x.shape[:2], self.n_kv_heads, -1).transpose(1, 2)
 
     def forward(self, x, cos, sin, cache: KVCache, layer: int, rows, key_mask):
         b, r, _ = x.shape
@@ -91,6 +108,23 @@ class Block(nn.Module):
         x = x + self.attn(self.attn_norm(x), cos, sin, cache, layer, rows, key_mask)
         return x + self.ffn(self.ffn_norm(x))
 
+    def forward_stream(self, x, cos, sin, cache: KVCache, layer: int, rows: torch.Tensor | None):
+        """x holds every row; only `rows` (None: all) are computed. Every row adds this layer's cached
+        attention and FFN outputs, just refreshed for the computed ones."""
+        attn_out, ffn_out = (outs[layer] for outs in cache.outputs(x.shape[-1]))
+        if rows is None:
+            attn_out.copy_(self.attn(self.attn_norm(x), cos, sin, cache, layer, None, None))
+            h = x + attn_out
+            ffn_out.copy_(self.ffn(self.ffn_norm(h)))
+            return h + ffn_out
+        if rows.numel():
+            fresh = self.attn(self.attn_norm(x[:, rows]), cos[rows], sin[rows], cache, layer, rows, None)
+            attn_out.index_copy_(1, rows, fresh)
+        h = x + attn_out
+        if rows.numel():
+            ffn_out.index_copy_(1, rows, self.ffn(self.ffn_norm(h[:, rows])))
+        return h + ffn_out
+
 
 class DiffusionTransformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
@@ -128,6 +162,7 @@ class DiffusionTransformer(nn.Module):
         rows: torch.Tensor | None = None,
         logit_rows: torch.Tensor | None = None,
         key_mask: torch.Tensor | None = None,
+        hook: LayerHook | None = None,
     ) -> torch.Tensor:
         """Run rows through the model against `cache`; return logits.
 
@@ -135,6 +170,7 @@ class DiffusionTransformer(nn.Module):
         rows: [R] sorted true positions of those rows, or None for a full forward.
         logit_rows: positions (a subset of rows) whose logits are wanted; None: every computed row.
         key_mask: optional [batch, length] bool, False for padding keys (training batches).
+        hook: a policy's per-layer part (core/layerwise.py); a stream hook needs rows=None.
         Returns logits [batch, len(logit_rows) or R, vocab] in float32.
         """
         length = cache.length
@@ -150,11 +186,29 @@ class DiffusionTransformer(nn.Module):
         cos, sin = cos[:, None], sin[:, None]  # [rows, 1, head_dim]: broadcast over heads
         mask = None if key_mask is None else key_mask[:, None, None, :]
         x = self.embed(ids)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache, i, rows, mask)
+        if hook is not None:
+            hook.begin(len(self.layers), length, ids.device)
+        if hook is not None and hook.stream:
+            if rows is not None:
+                raise ValueError("a stream hook chooses rows per layer: call with rows=None")
+            for i, layer in enumerate(self.layers):
+                view = LayerView(layer, cache, i, x, None, cos, sin)
+                x = layer.forward_stream(x, cos, sin, cache, i, hook.choose(i, view))
+                hook.finish(i, view)
+        else:
+            for i, layer in enumerate(self.layers):
+                x_in, x = x, layer(x, cos, sin, cache, i, rows, mask)
+                if hook is not None:
+                    hook.ran(i, rows)
+                    hook.finish(i, LayerView(layer, cache, i, x_in, rows, cos, sin))
+        if hook is not None:
+            hook.finish(len(self.layers), LayerView(None, cache, len(self.layers), x, rows, cos, sin, self._head))
         if logit_rows is not None:
             index = logit_rows if rows is None else torch.searchsorted(rows, logit_rows)
             x = x[:, index]
+        return self._head(x)
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.norm(x)).float()
 
     def full_logits(self, ids: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -42,12 +42,13 @@ sys.path.insert(0, str(ROOT))
 
 from core.bench import Contender, run_bench  # noqa: E402
 from core.config import ModelConfig  # noqa: E402
-from core.decoder import DecodeConfig, decode, generate, sync  # noqa: E402
+from core.decoder import DecodeConfig, decode, generate  # noqa: E402
+from core.device import sync  # noqa: E402
 from core.families import FAMILIES  # noqa: E402
 from core.forward_cost import forward_costs, weight_bytes  # noqa: E402
 from core.loading import chat_prompt_ids, load_model, part_shapes  # noqa: E402
 from core.model import DiffusionTransformer  # noqa: E402
-from core.policies import make_policy  # noqa: E402
+from core.policies import TABLE_ORDER, make_policy  # noqa: E402
 from core.policies.entropy import EntropyCache  # noqa: E402
 from core.tasks import held_out  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
@@ -193,7 +194,7 @@ def end_to_end(model, lengths, blocks, per_step: float | None, forward: list[dic
 
 def embedded_bench(device: torch.device, n: int) -> list[dict]:
     model, tokenizer = load_model(None, device=device)
-    contenders = [Contender(p, {}) for p in ("none", "entropy", "dual", "prefix", "periodic")]
+    contenders = [Contender(p, {}) for p in TABLE_ORDER]
     return run_bench(model, tokenizer, held_out("words", n), contenders, DecodeConfig(gen_len=64, block_len=BLOCK),
                      progress=False)
 

@@ -255,7 +255,7 @@ def test_good_inputs_pass_unchanged() -> None:
     p = parse_params(
         "  a b  ",
         EMBEDDED_LABEL,
-        "periodic",
+        "dllm-cache",
         models=[EMBEDDED_LABEL],
         **controls(steps=4, temperature=0.5, seed=7, tau=1.25, k=3),
     )

@@ -281,7 +281,7 @@ def test_several_clients_at_once_each_get_their_own_result(served) -> None:
     url, registry = served
     runs = [
         args(p, seed=i, temperature=0.7, gen_len=16 * (i + 1), policy=pol)
-        for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "periodic"]))
+        for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "dllm-cache"]))
     ]
     clients = [Client(url, verbose=False) for _ in runs]  # one session each
     with ThreadPoolExecutor(len(runs)) as pool:

@@ -91,18 +91,18 @@ def test_every_policy_parameter_has_its_flag():
 
 
 def test_contenders_cover_every_combination_of_listed_values():
-    cs = contenders_from(["none", "entropy", "periodic"], {"tau": [0.1, 1.0], "k": [3], "response_every": [2, 4]})
+    cs = contenders_from(["none", "entropy", "dllm-cache"], {"tau": [0.1, 1.0], "k": [3], "response_every": [2, 4]})
     assert [(c.policy, c.params) for c in cs] == [
         ("none", {}),
         ("entropy", {"tau": 0.1, "k": 3}),
         ("entropy", {"tau": 1.0, "k": 3}),
-        ("periodic", {"response_every": 2}),
-        ("periodic", {"response_every": 4}),
+        ("dllm-cache", {"response_every": 2}),
+        ("dllm-cache", {"response_every": 4}),
     ]
     with pytest.raises(ValueError, match="unknown policy 'fast'"):
         contenders_from(["none", "fast"], {})
     with pytest.raises(ValueError, match="prompt_every must be a positive integer, got 0"):
-        contenders_from(["periodic"], {"prompt_every": [0]})
+        contenders_from(["dllm-cache"], {"prompt_every": [0]})
 
 
 def test_every_command_is_behind_the_one_entry_point():

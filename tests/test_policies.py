@@ -58,16 +58,27 @@ def test_entropy_recomputes_every_token_of_a_parallel_step_once():
     assert rows(policy.plan(MID)) == [5, 6, 9, 10, 11]  # masked 9, 11; last step 5, 6, 10; k=1 recent: 10
 
 
-def test_dual_prefix_periodic_rows():
+def test_dual_prefix_rows():
     assert rows(make_policy("dual").plan(MID)) == [8, 9, 10, 11]
     assert rows(make_policy("prefix").plan(MID)) == list(range(8, 16))
     assert rows(make_policy("dual").plan(context(4, 1, 0, [8, 9], {}))) is None
-    periodic = make_policy("periodic", prompt_every=7, response_every=3)
-    assert rows(periodic.plan(MID)) == [0, 1, 2, 3, 9, 11]  # step 7: prompt refresh only
-    at9 = context(9, 1, 2, [9, 11], {})
-    assert rows(periodic.plan(at9)) == sorted({9, 11} | set(range(P, P + GEN)))
-    at21 = context(21, 1, 2, [9, 11], {})
-    assert rows(periodic.plan(at21)) is None  # both due
+
+
+def test_dkv_cache_computes_what_was_masked_when_the_last_step_began():
+    """Tokens enter the cache one step late: 10 (unmasked in the last step) is computed once more,
+    8 (the step before) is not; every masked row of every block is computed."""
+    policy = make_policy("dkv-cache", refresh_every=4)
+    policy.observe(MID, Outcome((10,), (0.1,)))
+    assert rows(policy.plan(MID)) == [9, 10, 11, 12, 13, 14, 15]  # block step 2
+    assert rows(policy.plan(context(7, 1, 1, [9, 11], {}))) is None  # the first two steps of a block
+    assert rows(policy.plan(context(7, 1, 4, [9, 11], {}))) is None  # every refresh_every-th step
+
+
+def test_dllm_cache_refresh_schedule():
+    policy = make_policy("dllm-cache", prompt_every=7, response_every=3, rho=0.5)
+    for step, prompt, response in [(7, True, False), (9, False, True), (21, True, True), (8, False, False)]:
+        hook = policy.plan(context(step, 1, 2, [9, 11], {})).hook
+        assert (hook.refresh_prompt, hook.refresh_response, hook.rho) == (prompt, response, 0.5)
 
 
 def test_decoder_counts_rows_per_step_exactly():
@@ -182,7 +193,10 @@ def test_a_plan_outside_the_sequence_is_refused(bad_row):
         ("entropy", {"tau": float("nan")}, "tau must be a number"),
         ("entropy", {"k": -1}, "k must be a non-negative integer"),
         ("entropy", {"gamma": 1}, "bad parameters for policy 'entropy'"),
-        ("periodic", {"prompt_every": 0}, "prompt_every must be a positive integer"),
+        ("dllm-cache", {"prompt_every": 0}, "prompt_every must be a positive integer"),
+        ("dllm-cache", {"rho": 0.0}, "rho must be a number in (0, 1], got 0.0"),
+        ("dllm-cache", {"rho": 1.5}, "rho must be a number in (0, 1], got 1.5"),
+        ("dkv-cache", {"refresh_every": -2}, "refresh_every must be a positive integer, got -2"),
     ],
 )
 def test_bad_policy_requests(name, params, message):
@@ -238,3 +252,43 @@ def test_policies_cannot_edit_the_decode_order():
 
     events = list(decode(tiny_model(), [5, 6], Greedy(), DecodeConfig(gen_len=4, block_len=4, stop_at_eos=False)))
     assert seen == [tuple(pos for e in events[:i] for pos in e.unmasked) for i in range(len(events))]
+
+
+# Each policy with parameters, at its "refresh everything" setting: the exact decoder's tokens must
+# come out. (dual and prefix are fixed schedules, without parameters. Elastic-Cache has no such
+# setting: the layer whose drift triggers a refresh is never itself recomputed; tests/test_elastic.py.)
+REFRESH_ALL = {
+    "entropy": {"tau": -1.0},
+    "dllm-cache": {"prompt_every": 1, "response_every": 1},
+    "dkv-cache": {"refresh_every": 1},
+    "d2cache": {"rollout_p": 1.0, "inflate_w": 64},  # no refresh: every row is chosen at every step instead
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFRESH_ALL))
+def test_refresh_everything_gives_the_exact_decoders_tokens(name, family):
+    model = tiny_model(family)
+    cfg = DecodeConfig(gen_len=16, block_len=4, stop_at_eos=False)
+    exact = list(decode(model, [5, 6, 7, 8, 9], make_policy("none"), cfg))
+    events = list(decode(model, [5, 6, 7, 8, 9], make_policy(name, **REFRESH_ALL[name]), cfg))
+    assert [e.tokens for e in events] == [e.tokens for e in exact]
+    assert all(len(e.rows) == e.prompt_len + len(e.tokens) for e in events)
+
+
+def test_every_policy_is_listed_for_tables_and_has_a_refresh_case():
+    from core.policies import TABLE_ORDER
+
+    assert sorted(TABLE_ORDER) == sorted(POLICIES)
+    assert set(REFRESH_ALL) | {"elastic"} == {name for name, cls in POLICIES.items() if cls.parameters}
+
+
+def test_dllm_cache_computes_different_rows_per_layer():
+    """Layer 0 always computes every row; the others only the chosen share, between refreshes."""
+    model = tiny_model(n_layers=3)
+    cfg = DecodeConfig(gen_len=16, block_len=4, stop_at_eos=False)
+    events = list(decode(model, [5, 6, 7, 8, 9], make_policy("dllm-cache", prompt_every=50, response_every=5,
+                                                                rho=0.25), cfg))
+    assert events[0].layer_rows == [21, 21, 21] and events[0].full
+    assert events[1].layer_rows == [21, 4, 4] and not events[1].full  # int(16 * 0.25) response rows
+    assert events[5].layer_rows == [21, 16, 16]  # step 5: the response rows refreshed
+    assert events[-1].totals.rows_computed == sum(sum(e.layer_rows) for e in events)

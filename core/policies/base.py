@@ -2,7 +2,8 @@
 
 The decoder asks the policy, before each step, which rows to compute (`plan`), and tells it, after
 the step, what was unmasked and how uncertain it was (`observe`). A policy never touches the model
-or the cache, so a new one is a small class registered by name: the decoder does not change.
+or the cache, so a new one is a small class registered by name: the decoder does not change. (A
+policy that decides layer by layer, inside the forward, does so through a LayerHook in its plan.)
 Positions come and go as plain Python ints: a policy does set arithmetic on a few dozen of them,
 which Python does in microseconds, and only the decoder turns positions into index tensors.
 
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from core.layerwise import LayerHook
 from core.policies.params import Param, check_params
 
 
@@ -30,6 +32,7 @@ class StepContext:
     length: int  # prompt + generation
     block_masked: tuple[int, ...]  # sorted positions still masked in the current block
     decode_order: tuple[int, ...]  # every unmasked position so far, in the order unmasked (ascending within a step)
+    logit_shift: int = 0  # the model reads position i's logits at row i - logit_shift (Dream: 1)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class Plan:
     # positions; for Dream, whose logits are shifted, the row before each) and sorts them.
     rows: Iterable[int] | None
     reason: str  # one short phrase, shown to people
+    # A per-layer part (core/layerwise.py): with a stream hook it chooses each layer's rows and
+    # `rows` is ignored; otherwise it only reads signals while `rows` are computed at every layer.
+    hook: LayerHook | None = None
 
 
 @dataclass(frozen=True)

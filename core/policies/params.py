@@ -16,10 +16,11 @@ class Param:
     name: str
     kind: type  # int or float
     default: int | float
-    low: int | float = -math.inf  # inclusive
+    low: int | float = -math.inf  # inclusive, unless low_open
     high: int | float = math.inf  # inclusive
     help: str = ""
     ui: tuple[int | float, int | float] | None = None  # a slider's range, inside [low, high]; default: that
+    low_open: bool = False  # True: low itself is refused (a fraction in (0, 1])
 
     def __post_init__(self) -> None:
         if self.kind not in (int, float):
@@ -40,9 +41,10 @@ class Param:
         noun = "integer" if self.kind is int else "number"
         if self.high == math.inf and self.low == -math.inf:
             return f"a {noun}"
-        if self.high == math.inf and self.low in (0, 1):
+        if self.high == math.inf and self.low in (0, 1) and not self.low_open:
             return f"a {'non-negative' if self.low == 0 else 'positive'} {noun}"
-        return f"{'an' if self.kind is int else 'a'} {noun} in [{self.low:g}, {self.high:g}]"
+        article, bracket = "an" if self.kind is int else "a", "(" if self.low_open else "["
+        return f"{article} {noun} in {bracket}{self.low:g}, {self.high:g}]"
 
     def check(self, value: object) -> int | float:
         """`value` as this parameter's type if it is one inside the bounds, else a ValueError naming it."""
@@ -51,7 +53,7 @@ class Param:
             value = item() if callable(item) and getattr(value, "ndim", 1) == 0 else value
         bad = isinstance(value, bool) or not isinstance(value, int | float)
         bad = bad or math.isnan(value) or (self.kind is int and not float(value).is_integer())
-        if bad or not self.low <= value <= self.high:
+        if bad or not self.low <= value <= self.high or (self.low_open and value == self.low):
             shown = "NaN" if isinstance(value, float) and math.isnan(value) else repr(value)
             raise ValueError(f"{self.name} must be {self.expected()}, got {shown}")
         return int(value) if self.kind is int else float(value)
