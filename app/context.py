@@ -35,10 +35,12 @@ class AppContext:
             self._warm.add(model)
         return model, tokenizer
 
-    def run_params(self, prompt: object, model: object, policy: object, numbers: dict) -> RunParams:
+    def run_params(self, prompt: object, model: object, policy: object, numbers: dict,
+                   compared: dict | None = None) -> RunParams:
         """A run's raw inputs validated (bounds, relations) and its prompt checked against the model's
-        vocabulary, before any decoding: a ValueError with the visitor's message otherwise."""
-        params = parse_params(prompt, model, policy, models=self.registry.labels, **numbers)
+        vocabulary, before any decoding: a ValueError with the visitor's message otherwise.
+        `compared`: the compared policies' controls, by control name."""
+        params = parse_params(prompt, model, policy, models=self.registry.labels, compared=compared, **numbers)
         self.registry.check_prompt(params.model, params.prompt)
         return params
 

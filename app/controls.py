@@ -16,9 +16,10 @@ import gradio as gr
 
 from app.context import AppContext
 from app.models import ModelRegistry
-from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, compared_policies
+from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies
 
 CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
+PEER_CONTROLS = list(PEER_BOUNDS)  # every compared policy's own parameters, e.g. dllm_cache_rho
 
 
 def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
@@ -40,7 +41,7 @@ def _as_sent(payload: Any) -> Any:
 
 def bounded_slider(name: str, value: float | None = None, prefix: str = "") -> gr.Slider:
     """A slider with the bounds the handler enforces again (integers are checked there, not rounded here)."""
-    b = BOUNDS[name]
+    b = BOUNDS[name] if name in BOUNDS else PEER_BOUNDS[name]
     step = 1 if b.integer else 0.01
     value = b.default if value is None else value
     return raw_slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None,
@@ -56,11 +57,15 @@ class Inputs:
     run: gr.Button
     stop: gr.Button
     controls: dict[str, gr.Slider]  # by BOUNDS name
+    peer_controls: dict[str, gr.Slider]  # by PEER_BOUNDS name; empty without a compared policy
+    peer_groups: dict[str, gr.Row]  # each compared policy's sliders, shown while it is picked
 
     def for_run(self) -> list[gr.components.Component]:
-        """In the order of the run handler's parameters: prompt, model, [policy], the controls."""
+        """In the order of the run handler's parameters: prompt, model, [policy], the controls, [the
+        compared policies' controls]."""
         policy = [self.policy] if self.policy is not None else []
-        return [self.prompt, self.model, *policy, *(self.controls[name] for name in CONTROL_NAMES)]
+        peers = [self.peer_controls[name] for name in PEER_CONTROLS] if self.peer_controls else []
+        return [self.prompt, self.model, *policy, *(self.controls[name] for name in CONTROL_NAMES), *peers]
 
     def per_model(self) -> list[gr.components.Component]:
         """What a change of model resets (in the order of model_inputs' outputs)."""
@@ -91,7 +96,19 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = 
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
             with gr.Row():
                 controls.update({name: bounded_slider(name, defaults.get(name), prefix) for name in row})
-    return Inputs(prompt, examples, model, policy, run, stop, controls)
+        peer_controls, peer_groups = _peer_sliders(prefix) if with_policy else ({}, {})
+    return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups)
+
+
+def _peer_sliders(prefix: str) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
+    """One row of sliders per compared policy that has parameters, visible while that policy is picked."""
+    sliders, groups = {}, {}
+    for name in compared_policies():
+        own = [control for control in PEER_CONTROLS if PEER_OWNER[control][0] == name]
+        if own:
+            with gr.Row(visible=name == DEFAULT_COMPARED, elem_id=f"{prefix}peer-{name}") as groups[name]:
+                sliders.update({control: bounded_slider(control, prefix=prefix) for control in own})
+    return sliders, groups
 
 
 def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable, inputs: list,
@@ -119,7 +136,12 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
         examples = registry.choice(label).examples
         return examples[index] if index is not None and 0 <= index < len(examples) else gr.skip()
 
+    def show_own_controls(policy: str) -> list:
+        return [gr.Row(visible=name == policy) for name in ins.peer_groups]
+
     run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
     ins.model.change(model_inputs, ins.model, ins.per_model(), api_visibility="private")
+    if ins.peer_groups:
+        ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
     ins.examples.click(pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
     return run_event

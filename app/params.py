@@ -3,14 +3,14 @@
 The UI sliders use these bounds, and the handler checks them again, because the HTTP API accepts any
 value a client sends (the sliders pass it on unchecked: app/controls.py). Nothing is clamped or
 rounded silently: a bad value is a ValueError whose message names the control and its range, and
-the UI shows it as is. EntropyCache's own controls come from its declared parameters
-(core/policies/params.py); the decode controls are the app's.
+the UI shows it as is. EntropyCache's controls, and each compared policy's, come from the policies'
+declared parameters (core/policies/params.py); the decode controls are the app's.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
@@ -44,14 +44,14 @@ def number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 2**63 else f"{value:g}"
 
 
-def _declared(p: Param) -> Bound:
-    """A control for one of EntropyCache's parameters: label, help, slider range and default as core declares them."""
+def _declared(policy: str, p: Param) -> Bound:
+    """A control for a policy's parameter: label, help, slider range and default as core declares them."""
     low, high = p.slider_range
-    return Bound(f"{p.name} ({POLICIES[OURS].__name__})", low, high, p.default, integer=p.kind is int, info=p.help)
+    return Bound(f"{p.name} ({POLICIES[policy].__name__})", low, high, p.default, integer=p.kind is int, info=p.help)
 
 
 BOUNDS: dict[str, Bound] = {
-    **{p.name: _declared(p) for p in POLICIES[OURS].parameters},  # tau, k
+    **{p.name: _declared(OURS, p) for p in POLICIES[OURS].parameters},  # tau, k
     "gen_len": Bound("gen length", 1, 512, DEFAULT_GEN_LEN, integer=True, info="tokens generated"),
     "block_len": Bound("block length", 1, 512, DEFAULT_BLOCK_LEN, integer=True, info="must divide gen length"),
     "steps": Bound("steps", 0, 512, 0, integer=True, info="0: one token per step; must be 0 with a threshold"),
@@ -67,6 +67,20 @@ def compared_policies() -> list[str]:
     return [DEFAULT_COMPARED, *rest] if DEFAULT_COMPARED in POLICIES else rest
 
 
+def control_name(policy: str, param: str) -> str:
+    """A compared policy's control as a Python name (the HTTP API's parameter): dllm-cache's rho is dllm_cache_rho."""
+    return f"{policy.replace('-', '_')}_{param}"
+
+
+# Every compared policy's own controls, by control name, in the order of compared_policies().
+PEER_BOUNDS: dict[str, Bound] = {
+    control_name(name, p.name): _declared(name, p) for name in compared_policies() for p in POLICIES[name].parameters
+}
+PEER_OWNER: dict[str, tuple[str, str]] = {  # control name -> (policy, parameter)
+    control_name(name, p.name): (name, p.name) for name in compared_policies() for p in POLICIES[name].parameters
+}
+
+
 @dataclass(frozen=True)
 class RunParams:
     prompt: str
@@ -80,6 +94,7 @@ class RunParams:
     threshold: float  # 0: off
     temperature: float
     seed: int
+    compared_params: dict = field(default_factory=dict)  # the compared policy's parameters
 
     def decode_config(self) -> DecodeConfig:
         return DecodeConfig(
@@ -93,7 +108,7 @@ class RunParams:
 
     def make_policies(self) -> tuple[CachePolicy, CachePolicy]:
         """(compared, ours): fresh objects, since policies keep per-decode state."""
-        return make_policy(self.policy), make_policy(OURS, tau=self.tau, k=self.k)
+        return make_policy(self.policy, **self.compared_params), make_policy(OURS, tau=self.tau, k=self.k)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,7 +117,7 @@ class RunParams:
 def check_number(name: str, value: object) -> float | int:
     """The value of control `name` if it is a finite number inside its bounds, else ValueError naming
     the control and what it allows."""
-    b = BOUNDS[name]
+    b = BOUNDS[name] if name in BOUNDS else PEER_BOUNDS[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         whole = " (a whole one)" if b.integer else ""
         raise ValueError(f"{b.label} must be a number {b.range}{whole}, got {value!r}")
@@ -130,9 +145,12 @@ def parse_params(
     policy: object,
     *,
     models: list[str],
+    compared: dict | None = None,
     **numbers: object,
 ) -> RunParams:
-    """Validate one run's raw inputs (as the UI or an API client sent them) into RunParams."""
+    """Validate one run's raw inputs (as the UI or an API client sent them) into RunParams. `compared`:
+    compared policies' controls by control name (PEER_BOUNDS); those sent are checked, whichever
+    policy they belong to, and the chosen policy's missing ones take their defaults."""
     text = check_prompt(prompt)
     if model not in models:
         raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
@@ -143,7 +161,14 @@ def parse_params(
     if missing or extra:
         raise ValueError(f"bad controls: missing {missing}, unknown {extra}")
     values = {name: check_number(name, numbers[name]) for name in BOUNDS}
-    params = RunParams(prompt=text, model=str(model), policy=str(policy), **values)
+    compared = compared or {}
+    unknown = sorted(set(compared) - set(PEER_BOUNDS))
+    if unknown:
+        raise ValueError(f"bad controls: unknown {unknown}")
+    checked = {name: check_number(name, value) for name, value in compared.items()}
+    own = {param: checked.get(name, PEER_BOUNDS[name].default)
+           for name, (owner, param) in PEER_OWNER.items() if owner == policy}
+    params = RunParams(prompt=text, model=str(model), policy=str(policy), compared_params=own, **values)
     _check_shape(params)
     return params
 

@@ -7,6 +7,7 @@ through the tab runner (app/runner.py); the race itself is app/race_stream.py.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 
 import gradio as gr
@@ -14,8 +15,8 @@ import pandas as pd
 
 from app.banner import banner
 from app.context import AppContext
-from app.controls import CONTROL_NAMES, Inputs, build_inputs, wire_inputs
-from app.params import RunParams
+from app.controls import CONTROL_NAMES, PEER_CONTROLS, Inputs, build_inputs, wire_inputs
+from app.params import PEER_BOUNDS, RunParams
 from app.race_stream import SIDES, Renderer, Update, race_snapshots
 from app.runner import TabRunner, TabView
 from app.speed import SUMMARY_HEADERS
@@ -57,14 +58,35 @@ class RaceTab:
     def decode(self, model, tokenizer, params: RunParams, prompt_ids: list[int], should_stop) -> Iterator:
         return race_snapshots(model, prompt_ids, params, self.ctx.throttle_s, should_stop)
 
-    def run(
-        self, prompt: str, model: str, policy: str, tau: float, k: float, gen_len: float, block_len: float,
-        steps: float, threshold: float, temperature: float, seed: float, request: gr.Request = None,
-    ) -> Iterator[tuple]:
-        """Validate, then stream the race: one output tuple per throttled snapshot, the last one with results."""
-        numbers = dict(zip(CONTROL_NAMES, (tau, k, gen_len, block_len, steps, threshold, temperature, seed)))
+    def run(self, *values: object, request: gr.Request = None) -> Iterator[tuple]:
+        """Validate, then stream the race: one output tuple per throttled snapshot, the last one with results.
 
-        yield from self.runner.run(request, lambda: RaceView(self.ctx.run_params(prompt, model, policy, numbers)))
+        `values`: prompt, model, policy, the controls (CONTROL_NAMES), then any of the compared
+        policies' controls (PEER_CONTROLS); its parameter names are RUN_SIGNATURE's."""
+        if len(values) > len(RUN_INPUTS):  # Gradio passes the request positionally, after the inputs
+            *values, request = values
+        raw = dict(zip(RUN_INPUTS, values))
+        numbers = {name: raw.get(name) for name in CONTROL_NAMES}
+        compared = {name: raw[name] for name in PEER_CONTROLS if name in raw}
+
+        def validate() -> RaceView:
+            return RaceView(self.ctx.run_params(raw.get("prompt"), raw.get("model"), raw.get("policy"), numbers,
+                                                compared))
+
+        yield from self.runner.run(request, validate)
+
+
+# The handler's parameters, one per input, so that the HTTP API names each (`/run`'s dllm_cache_rho):
+# the compared policies' controls come from their declarations, with their defaults.
+RUN_INPUTS = ["prompt", "model", "policy", *CONTROL_NAMES, *PEER_CONTROLS]
+_P = inspect.Parameter
+RUN_SIGNATURE = inspect.Signature(
+    [_P("self", _P.POSITIONAL_OR_KEYWORD)]
+    + [_P(name, _P.POSITIONAL_OR_KEYWORD) for name in RUN_INPUTS[: 3 + len(CONTROL_NAMES)]]
+    + [_P(name, _P.POSITIONAL_OR_KEYWORD, default=PEER_BOUNDS[name].default) for name in PEER_CONTROLS]
+    + [_P("request", _P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)]
+)
+RaceTab.run.__signature__ = RUN_SIGNATURE
 
 
 def _cleared() -> tuple:

@@ -104,6 +104,7 @@ class _Step(NamedTuple):
     """What one step computed, before the loop adds the tokens, totals and flags of its event."""
 
     plan: Plan
+    reason: str  # the plan's, with what its layer hook found during the forward
     rows: list[int] | None  # None: every row at every layer
     layer_rows: list[int]  # rows computed at each layer
     unmasked: tuple[int, ...]
@@ -168,7 +169,7 @@ def decode(
                 entropies=list(result.entropies),
                 max_entropy=max(result.entropies, default=0.0),
                 full=result.rows is None,
-                reason=result.plan.reason,
+                reason=result.reason,
                 rows=list(range(length)) if result.rows is None else result.rows,
                 layer_rows=result.layer_rows,
                 compute_s=result.compute_s,
@@ -229,7 +230,8 @@ def _step(
     t_end = time.perf_counter()
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + (t_end - t1) + signal_s
-    return _Step(plan, rows, layer_rows, unmasked, tokens.tolist(), entropies, t_end - t0, decision_s)
+    reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
+    return _Step(plan, reason, rows, layer_rows, unmasked, tokens.tolist(), entropies, t_end - t0, decision_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:

@@ -88,6 +88,7 @@ class LayerHook:
     def begin(self, n_layers: int, length: int, device: torch.device) -> None:
         """Called by the model at the start of each forward."""
         self.layer_rows = [0] * n_layers
+        self.note = ""  # what the hook found, shown after the plan's reason (e.g. which layer drifted)
         self.computed = torch.zeros(length, dtype=torch.bool, device=device)  # rows computed at any layer
         self.signal_s = 0.0
         self._device = device

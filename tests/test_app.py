@@ -33,7 +33,7 @@ import app.ui
 from app.context import AppContext
 from app.controls import CONTROL_NAMES, raw_slider
 from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
-from app.params import BOUNDS, MAX_PROMPT_CHARS, compared_policies, parse_params
+from app.params import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies, parse_params
 from app.race import DEFAULT_THROTTLE_S, race
 from app.race_stream import Renderer, race_snapshots
 from app.race_tab import RaceTab
@@ -265,6 +265,27 @@ def test_good_inputs_pass_unchanged() -> None:
     t = parse_params("a", EMBEDDED_LABEL, "none", models=[EMBEDDED_LABEL], **controls(threshold=0.9))
     assert (t.decode_config().steps, t.decode_config().threshold) == (None, 0.9)
     assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
+
+
+def test_the_compared_policy_gets_its_own_controls() -> None:
+    """Each compared policy's parameters are controls of their own (from the declarations): the
+    chosen policy's values reach it, missing ones take defaults, and a bad value anywhere is refused
+    with a message naming the control."""
+    for name in compared_policies():
+        own = [c for c in PEER_BOUNDS if PEER_OWNER[c][0] == name]
+        assert [PEER_OWNER[c][1] for c in own] == [p.name for p in POLICIES[name].parameters]
+    p = parse_params("a", EMBEDDED_LABEL, "dllm-cache", models=[EMBEDDED_LABEL], compared={"dllm_cache_rho": 0.5},
+                     **controls())
+    assert p.compared_params == {"prompt_every": 50, "response_every": 7, "rho": 0.5}
+    assert p.make_policies()[0].describe() == "dllm-cache(prompt_every=50, response_every=7, rho=0.5)"
+    none = parse_params("a", EMBEDDED_LABEL, "none", models=[EMBEDDED_LABEL], compared={"dllm_cache_rho": 0.5},
+                        **controls())
+    assert none.compared_params == {}
+    for compared, message in [({"dllm_cache_rho": 2}, r"rho \(DLLMCache\) must be between 0.05 and 1, got 2"),
+                              ({"elastic_gamma": "x"}, r"gamma \(ElasticCache\) must be a number"),
+                              ({"elastic_gama": 0.5}, "unknown \\['elastic_gama'\\]")]:
+        with pytest.raises(ValueError, match=message):
+            parse_params("a", EMBEDDED_LABEL, "elastic", models=[EMBEDDED_LABEL], compared=compared, **controls())
 
 
 def test_entropycache_controls_come_from_its_declared_parameters() -> None:

@@ -34,6 +34,7 @@ import app.drift  # noqa: E402
 import app.race_stream  # noqa: E402
 from app.gpu import share_cpu_threads  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.params import PEER_OWNER  # noqa: E402
 from app.sweep_plots import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from core.bench import sweep  # noqa: E402
@@ -104,9 +105,10 @@ def expected(registry, a: dict) -> tuple:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, a["prompt"])
     cfg = DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"], temperature=a["temperature"], seed=a["seed"])
+    own = {param: a[c] for c, (owner, param) in PEER_OWNER.items() if owner == a["policy"] and c in a}
     return tuple(
         generate(model, ids, pol, cfg)
-        for pol in (make_policy(a["policy"]), make_policy("entropy", tau=a["tau"], k=a["k"]))
+        for pol in (make_policy(a["policy"], **own), make_policy("entropy", tau=a["tau"], k=a["k"]))
     )
 
 
@@ -133,6 +135,14 @@ def test_client_full_run_completes_and_matches_core(served) -> None:
     out = Client(url, verbose=False).predict(**a, api_name="/run")
     trace = check_result(registry, a, out)
     assert trace["lanes"][1]["totals"]["rows_fraction"] < 1.0  # EntropyCache really reused rows
+
+
+def test_client_race_with_a_peers_own_controls_matches_core(served) -> None:
+    url, registry = served
+    a = args(policy="dllm-cache", dllm_cache_rho=0.5, dllm_cache_response_every=3)
+    out = Client(url, verbose=False).predict(**a, api_name="/run")
+    trace = check_result(registry, a, out)
+    assert trace["lanes"][0]["policy"] == "dllm-cache(prompt_every=50, response_every=3, rho=0.5)"
 
 
 def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
@@ -205,6 +215,7 @@ MALFORMED = [  # what a client may send past the page: each message names the co
     ("/run", args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
     ("/run", args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),
     ("/run", args(temperature=[1]), "temperature must be a number from 0 to 2, got [1]"),
+    ("/run", args(policy="dllm-cache", dllm_cache_rho=2), "rho (DLLMCache) must be between 0.05 and 1, got 2"),
     ("/drift", drift_args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
     ("/drift", drift_args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
     ("/drift", drift_args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),

@@ -58,5 +58,7 @@ def test_elastic_plans_layer_by_layer():
     strict = list(decode(model, [5, 6, 7], make_policy("elastic", gamma=1.0, window=4), cfg))
     assert strict[0].layer_rows == [11, 11, 11]
     assert all(e.layer_rows[1:] == [11, 11] and e.layer_rows[0] < 11 for e in strict[1:])
+    assert all(e.reason.endswith("< gamma 1 at layer 0: layers 1+ recomputed in full") for e in strict[1:])
     loose = list(decode(model, [5, 6, 7], make_policy("elastic", gamma=0.01, window=4), cfg))
     assert all(len(set(e.layer_rows)) == 1 and e.layer_rows[0] < 11 for e in loose[1:])
+    assert loose[1].reason == "partial: tracked + last decoded + window rows"

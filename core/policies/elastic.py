@@ -61,6 +61,8 @@ class DriftWatch(LayerHook):
             similarity = F.cosine_similarity(self.reference, fresh, dim=1).mean()
             if similarity < self.policy.gamma:
                 self.full_from = layer + 1
+                self.note = (f"tracked attention similarity {similarity:.3f} < gamma {self.policy.gamma:g} at "
+                             f"layer {layer}: layers {layer + 1}+ recomputed in full")
 
 
 @register("elastic")
@@ -96,7 +98,7 @@ class ElasticCache(CachePolicy):
         as_tensor = lambda xs: torch.tensor(xs, dtype=torch.long)  # noqa: E731  (moved to the device in begin)
         self.watch = DriftWatch(self, None if first else as_tensor(active), as_tensor(window),
                                 as_tensor(self.tracked), as_tensor(masked))
-        return Plan(None, "full: first step" if first else "layer-wise: refresh from the first drifting layer",
+        return Plan(None, "full: first step" if first else "partial: tracked + last decoded + window rows",
                     self.watch)
 
     def observe(self, ctx: StepContext, outcome: Outcome) -> None:
