@@ -246,6 +246,36 @@ def test_entropy_columns_and_the_split_of_full_steps(saved):
     assert always["full_steps_entropy"] <= above / 32 and always["full_steps_entropy"] > 0
 
 
+def test_per_layer_rows_decision_time_and_prompt_length_columns(saved):
+    """Rows per layer from the events (dLLM-Cache: every row at layer 0, fewer above), decision time
+    per step from the totals, and the mean prompt length."""
+    model, tok = load_model(saved)
+    items = held_out("words", 2)
+    config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
+    contenders = [Contender("none", {}), Contender("dllm-cache", {"prompt_every": 50, "response_every": 50})]
+    none, dllm = run_bench(model, tok, items, contenders, config, warmup=0, progress=False)
+    assert none["layer_rows_fraction"] == [1.0] * model.config.n_layers
+    assert dllm["layer_rows_fraction"][0] == 1.0 and max(dllm["layer_rows_fraction"][1:]) < 1.0
+    for row in (none, dllm):
+        per_step = row["decision_overhead"] * row["decode_s"] / row["steps"]
+        assert row["decision_us_per_step"] == pytest.approx(per_step * 1e6)
+    lengths = [len(chat_prompt_ids(tok, item.prompt)) for item in items]
+    assert none["prompt_len"] == dllm["prompt_len"] == sum(lengths) / 2
+
+
+def test_a_shot_list_runs_one_bench_per_context_length(saved, tmp_path):
+    out = tmp_path / "rows.json"
+    res = bench_cli("--model", str(saved), "--policies", "none,entropy", "--shots", "0,1", "--n", "1",
+                    "--gen-len", "16", "--block", "8", "--warmup", "0", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["shots"], r["policy"]) for r in rows] == [(0, "none"), (0, "entropy"), (1, "none"), (1, "entropy")]
+    assert rows[2]["prompt_len"] > rows[0]["prompt_len"]  # a worked example before the problem
+    assert "words, 1-shot, mean prompt" in res.stdout
+    bad = bench_cli("--model", str(saved), "--shots", "0,x")
+    assert bad.returncode == 2 and "--shots must be a non-negative integer or a comma list of them" in bad.stderr
+
+
 def test_a_threshold_run_adds_the_vanilla_decoder(saved):
     model, tok = load_model(saved)
     config = DecodeConfig(gen_len=16, block_len=8, threshold=0.3, stop_at_eos=False)

@@ -197,6 +197,9 @@ def test_a_plan_outside_the_sequence_is_refused(bad_row):
         ("dllm-cache", {"rho": 0.0}, "rho must be a number in (0, 1], got 0.0"),
         ("dllm-cache", {"rho": 1.5}, "rho must be a number in (0, 1], got 1.5"),
         ("dkv-cache", {"refresh_every": -2}, "refresh_every must be a positive integer, got -2"),
+        ("elastic", {"gamma": 0}, "gamma must be a number in (0, 1], got 0"),
+        ("elastic", {"window": 0}, "window must be a positive integer, got 0"),
+        ("d2cache", {"rollout_p": -0.1}, "rollout_p must be a number in [0, 1], got -0.1"),
     ],
 )
 def test_bad_policy_requests(name, params, message):
