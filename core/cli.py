@@ -166,19 +166,25 @@ def _row_counts(text: str, length: int) -> list[int]:
     """--forward-rows as positive integers (a count >= length times a full forward)."""
     if length < 1:
         raise ValueError(f"--length must be a positive integer, got {length}")
+    return _int_list(text, "--forward-rows", 1)
+
+
+def _int_list(text: str, flag: str, low: int) -> list[int]:
+    """A flag's value: one integer or a comma list of them, each at least `low` (0 or 1)."""
+    noun = "positive integer" if low == 1 else "non-negative integer"
     try:
         counts = [int(v) for v in text.split(",")]
     except ValueError:
-        raise ValueError(f"--forward-rows must be a comma list of integers, got {text!r}") from None
-    if min(counts) < 1:
-        raise ValueError(f"--forward-rows counts must be at least 1, got {min(counts)}")
+        raise ValueError(f"{flag} must be a {noun} or a comma list of them, got {text!r}") from None
+    if min(counts) < low:
+        raise ValueError(f"{flag} must be a {noun}, got {min(counts)}")
     return counts
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
     if not 1 <= args.n <= 1000:
         raise ValueError(f"--n must be in [1, 1000], got {args.n}")
-    shots = _shot_counts(args.shots)
+    shots = _int_list(args.shots, "--shots", 0)  # a list: one bench per count (a context sweep)
     policies, values = args.policies.split(","), _value_lists(args)
     contenders = contenders_from(policies, values)
     _refuse_unused(values, policies)
@@ -215,17 +221,6 @@ def run_bench_command(args: argparse.Namespace) -> int:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
-
-
-def _shot_counts(text: str) -> list[int]:
-    """--shots: one count or a comma list (a context sweep: one bench per count)."""
-    try:
-        counts = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--shots must be a non-negative integer or a comma list of them, got {text!r}") from None
-    if min(counts) < 0:
-        raise ValueError(f"--shots must be a non-negative integer, got {min(counts)}")
-    return counts
 
 
 def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:

@@ -130,8 +130,8 @@ def test_cli_bad_input(saved, args, message):
         (["--block", "0"], "block_len must be a positive integer, got 0"),
         (["--gen-len", "9000"], "gen_len must be an integer in [1, 8192]"),
         (["--threshold", "2"], "threshold must be a number in (0, 1]"),
-        (["--forward-rows", "108,0"], "--forward-rows counts must be at least 1, got 0"),
-        (["--forward-rows", "18,x"], "--forward-rows must be a comma list of integers, got '18,x'"),
+        (["--forward-rows", "108,0"], "--forward-rows must be a positive integer, got 0"),
+        (["--forward-rows", "18,x"], "--forward-rows must be a positive integer or a comma list of them, got '18,x'"),
         (["--forward-rows", "18", "--length", "0"], "--length must be a positive integer, got 0"),
     ],
 )
