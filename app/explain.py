@@ -33,6 +33,10 @@ def explain_step(event: StepEvent, next_event: StepEvent | None, tokenizer) -> s
         f"and reused **{length - computed}** from the cache ({computed / length:.0%} computed).",
         _unmasked(event, tokenizer),
     ]
+    if len(set(event.layer_rows)) > 1:  # a layer-wise policy: the count above is the rows of any layer
+        per_layer = ", ".join(str(n) for n in event.layer_rows)
+        parts.insert(2, f"Its layers computed different rows: {per_layer} (layers 0 to {len(event.layer_rows) - 1}); "
+                        "the count above is of the rows computed at any layer.")
     if event.block_done and not event.done:
         parts.append(f"It decoded the last masked token of block {event.block}: the next step opens block "
                      f"{event.block + 1}.")

@@ -278,3 +278,14 @@ def test_explain_refuses_bad_inputs_clearly(bad: dict, error: type, message: str
     args = dict(event=event(), next_event=event(step=5), tokenizer=WordTokenizer()) | bad
     with pytest.raises(error, match=message):
         explain_step(**args)
+
+
+def test_explain_a_layer_wise_step_gives_each_layers_rows_and_the_hooks_finding() -> None:
+    reason = ("partial: tracked + last decoded + window rows; tracked attention similarity 0.812 < gamma 0.9 at "
+              "layer 0: layers 1+ recomputed in full")
+    e = event(reason=reason, rows=list(range(18)), layer_rows=[7, 18])
+    text = explain_step(e, None, WordTokenizer())
+    assert "**18 of 18 rows**" in text and "a **partial** step" in text
+    assert "Its layers computed different rows: 7, 18 (layers 0 to 1)" in text
+    assert "layers 1+ recomputed in full" in text
+    assert "different rows" not in explain_step(event(), None, WordTokenizer())  # the same rows at every layer
