@@ -73,12 +73,11 @@ def control_name(policy: str, param: str) -> str:
 
 
 # Every compared policy's own controls, by control name, in the order of compared_policies().
-PEER_BOUNDS: dict[str, Bound] = {
-    control_name(name, p.name): _declared(name, p) for name in compared_policies() for p in POLICIES[name].parameters
+_PEER_PARAMS = {
+    control_name(name, p.name): (name, p) for name in compared_policies() for p in POLICIES[name].parameters
 }
-PEER_OWNER: dict[str, tuple[str, str]] = {  # control name -> (policy, parameter)
-    control_name(name, p.name): (name, p.name) for name in compared_policies() for p in POLICIES[name].parameters
-}
+PEER_BOUNDS: dict[str, Bound] = {control: _declared(name, p) for control, (name, p) in _PEER_PARAMS.items()}
+PEER_OWNER: dict[str, tuple[str, str]] = {control: (name, p.name) for control, (name, p) in _PEER_PARAMS.items()}
 
 
 @dataclass(frozen=True)

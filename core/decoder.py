@@ -103,7 +103,6 @@ StepHook = Callable[[torch.Tensor, KVCache, StepContext], dict]
 class _Step(NamedTuple):
     """What one step computed, before the loop adds the tokens, totals and flags of its event."""
 
-    plan: Plan
     reason: str  # the plan's, with what its layer hook found during the forward
     rows: list[int] | None  # None: every row at every layer
     layer_rows: list[int]  # rows computed at each layer
@@ -203,8 +202,9 @@ def _step(
     t_plan = time.perf_counter() - t0
 
     shift = model.config.logit_shift
-    logit_rows = [max(pos - shift, 0) for pos in ctx.block_masked]  # Dream reads position i's logits at row i-1
-    needed = sorted(set(logit_rows))
+    # Dream reads position i's logits at row i-1. The prompt is never empty, so these rows are
+    # distinct, sorted and one per masked position, in the order of block_masked.
+    needed = [pos - shift for pos in ctx.block_masked]
     hook = plan.hook
     stream = hook is not None and hook.stream
     rows = None if plan.rows is None or stream else _rows_to_compute(plan, needed, ctx.length)
@@ -231,7 +231,7 @@ def _step(
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + (t_end - t1) + signal_s
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
-    return _Step(plan, reason, rows, layer_rows, unmasked, tokens.tolist(), entropies, t_end - t0, decision_s)
+    return _Step(reason, rows, layer_rows, unmasked, tokens.tolist(), entropies, t_end - t0, decision_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:

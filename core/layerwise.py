@@ -104,9 +104,7 @@ class LayerHook:
 
     def choose(self, layer: int, view: LayerView) -> torch.Tensor | None:
         """`rows`, timed as decision work and recorded (a stream forward calls this, not `rows`)."""
-        t0 = clock(self._device)
-        rows = self.rows(layer, view)
-        self.signal_s += clock(self._device) - t0
+        rows = self._timed(self.rows, layer, view)
         self.ran(layer, rows)
         return rows
 
@@ -120,7 +118,15 @@ class LayerHook:
             self.computed[rows] = True
 
     def finish(self, layer: int, view: LayerView) -> None:
-        """`after` (or `end`, at layer == n_layers), timed as decision work."""
+        """`after`, timed as decision work (the model calls this, not `after`)."""
+        self._timed(self.after, layer, view)
+
+    def close(self, view: LayerView) -> None:
+        """`end`, timed as decision work (the model calls this, not `end`)."""
+        self._timed(self.end, view)
+
+    def _timed(self, work: Callable, *args):
         t0 = clock(self._device)
-        self.after(layer, view) if layer < len(self.layer_rows) else self.end(view)
+        out = work(*args)
         self.signal_s += clock(self._device) - t0
+        return out

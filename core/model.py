@@ -202,7 +202,7 @@ class DiffusionTransformer(nn.Module):
                     hook.ran(i, rows)
                     hook.finish(i, LayerView(layer, cache, i, x_in, rows, cos, sin))
         if hook is not None:
-            hook.finish(len(self.layers), LayerView(None, cache, len(self.layers), x, rows, cos, sin, self._head))
+            hook.close(LayerView(None, cache, len(self.layers), x, rows, cos, sin, self._head))
         if logit_rows is not None:
             index = logit_rows if rows is None else torch.searchsorted(rows, logit_rows)
             x = x[:, index]

@@ -36,9 +36,9 @@ class DriftWatch(LayerHook):
 
     def begin(self, n_layers: int, length: int, device: torch.device) -> None:
         super().begin(n_layers, length, device)
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        self.active, self.window, self.tracked, self.masked = map(move, (self.active, self.window, self.tracked,
-                                                                       self.masked))
+        self.window, self.tracked, self.masked = (t.to(device) for t in (self.window, self.tracked, self.masked))
+        if self.active is not None:
+            self.active = self.active.to(device)
 
     def rows(self, layer: int, view: LayerView) -> torch.Tensor | None:
         if self.full_from is not None and layer >= self.full_from:
@@ -63,6 +63,11 @@ class DriftWatch(LayerHook):
                 self.full_from = layer + 1
                 self.note = (f"tracked attention similarity {similarity:.3f} < gamma {self.policy.gamma:g} at "
                              f"layer {layer}: layers {layer + 1}+ recomputed in full")
+
+
+def _positions(xs: list[int]) -> torch.Tensor:
+    """Positions as an index tensor, on the CPU until DriftWatch.begin moves it to the model's device."""
+    return torch.tensor(xs, dtype=torch.long)
 
 
 @register("elastic")
@@ -95,9 +100,8 @@ class ElasticCache(CachePolicy):
         window = sorted({pos - ctx.logit_shift for pos in [*masked[: self.window], *ctx.block_masked]})
         first = not self.queries
         active = None if first else sorted({*self.tracked, *self.last_unmasked, *window})
-        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.long)  # noqa: E731  (moved to the device in begin)
-        self.watch = DriftWatch(self, None if first else as_tensor(active), as_tensor(window),
-                                as_tensor(self.tracked), as_tensor(masked))
+        self.watch = DriftWatch(self, None if first else _positions(active), _positions(window),
+                                _positions(self.tracked), _positions(masked))
         return Plan(None, "full: first step" if first else "partial: tracked + last decoded + window rows",
                     self.watch)
 
