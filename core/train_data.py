@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from core.loading import chat_frame
 from core.tasks import stories, word_problems
 
-GEN_LEN = 256  # the response canvas of word problems and stories (the decode default)
-DRILL_LEN = 64  # drills are short and training-only
+GEN_LEN = 256  # the response canvas of stories and of some word problems (the decode default)
+SHORT_LEN = 64  # the canvas of most word problems (an answer is at most ~45 words) and of drills
+DRILL_LEN = SHORT_LEN  # drills are short and training-only
 MAX_SHOTS = 8
 
 
@@ -108,12 +110,13 @@ def _drill_row(rng: random.Random) -> tuple[_Row, _Row]:
 
 
 def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int = 0,
-               held_out: frozenset[str] = frozenset()) -> Batch:
+               held_out: frozenset[str] = frozenset(), canvas: int | None = None) -> Batch:
     """A batch of `kind` ('words' with `shots` worked examples, 'stories', 'drills') of about `tokens`
-    tokens (at least one row). Word problems in `held_out` are never drawn."""
+    tokens (at least one row), each response on a `canvas`-token canvas (default: DRILL_LEN for
+    drills, GEN_LEN otherwise). Word problems in `held_out` are never drawn."""
     make = {"words": lambda: _words_row(rng, shots, held_out), "stories": lambda: _story_row(rng),
             "drills": lambda: _drill_row(rng)}[kind]
-    canvas = DRILL_LEN if kind == "drills" else GEN_LEN
+    canvas = canvas or (DRILL_LEN if kind == "drills" else GEN_LEN)
     before, after = chat_frame(tokenizer)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     rows: list[tuple[list[int], list[bool], list[int]]] = []
@@ -146,14 +149,23 @@ def _ids(tokenizer, words: list[str]) -> list[int]:
     return ids
 
 
-def pick_kind(rng: random.Random, stories_share: float, drills_share: float) -> tuple[str, int]:
-    """The next batch's kind and, for word problems, its number of worked examples (0..MAX_SHOTS)."""
+class BatchKind(NamedTuple):
+    kind: str
+    shots: int  # worked examples before a word problem
+    canvas: int  # the response canvas
+
+
+def pick_kind(rng: random.Random, stories_share: float, drills_share: float, long_words: float = 1.0) -> BatchKind:
+    """The next batch's kind; for word problems, its number of worked examples (0..MAX_SHOTS) and
+    its canvas: GEN_LEN in a `long_words` share of word batches, else SHORT_LEN. A short canvas
+    spends far fewer tokens on end-of-text padding; the long ones teach the padding's tail."""
     u = rng.random()
     if u < stories_share:
-        return "stories", 0
+        return BatchKind("stories", 0, GEN_LEN)
     if u < stories_share + drills_share:
-        return "drills", 0
-    return "words", rng.randint(0, MAX_SHOTS)
+        return BatchKind("drills", 0, DRILL_LEN)
+    shots = rng.randint(0, MAX_SHOTS)
+    return BatchKind("words", shots, GEN_LEN if rng.random() < long_words else SHORT_LEN)
 
 
 def vocabulary() -> list[str]:

@@ -8,7 +8,7 @@ from core.cli import main
 from core.loading import load_model
 from core.tasks.word_problems import extract_answer, make_split
 from core.train import EPS, hidden_mask
-from core.train_data import DRILL_LEN, GEN_LEN, make_batch, pick_kind, result_groups, vocabulary
+from core.train_data import DRILL_LEN, GEN_LEN, SHORT_LEN, make_batch, pick_kind, result_groups, vocabulary
 from core.word_tokenizer import build_tokenizer
 
 
@@ -181,10 +181,29 @@ def test_story_rows_and_the_mixture():
         assert check_story(prompt, story).ok and not is_held_out(prompt)
         assert batch.targets[row, -GEN_LEN:].all() and not batch.targets[row, :-GEN_LEN].any()
     assert not batch.groups.any()
-    kinds = [pick_kind(random.Random(i), 0.35, 0.2) for i in range(2000)]
-    share = {k: sum(kind == k for kind, _ in kinds) / 2000 for k in ("stories", "drills", "words")}
+    kinds = [pick_kind(random.Random(i), 0.35, 0.2, long_words=0.25) for i in range(2000)]
+    share = {k: sum(kind == k for kind, _, _ in kinds) / 2000 for k in ("stories", "drills", "words")}
     assert abs(share["stories"] - 0.35) < 0.04 and abs(share["drills"] - 0.2) < 0.04
-    assert {s for k, s in kinds if k == "words"} == set(range(9))  # 0 to 8 worked examples
+    assert {s for k, s, _ in kinds if k == "words"} == set(range(9))  # 0 to 8 worked examples
+    word_canvases = [c for k, _, c in kinds if k == "words"]
+    assert set(word_canvases) == {SHORT_LEN, GEN_LEN}
+    assert abs(word_canvases.count(GEN_LEN) / len(word_canvases) - 0.25) < 0.05
+    assert {c for k, _, c in kinds if k != "words"} == {GEN_LEN, DRILL_LEN}  # stories long, drills short
+
+
+def test_a_short_word_canvas_holds_the_answer_and_its_padding():
+    import random
+
+    tok = build_tokenizer(vocabulary())
+    batch = make_batch(tok, random.Random(3), 3000, "words", shots=1, canvas=SHORT_LEN)
+    for row in range(batch.ids.shape[0]):
+        words = tok.convert_ids_to_tokens(batch.ids[row].tolist())
+        canvas = words[-SHORT_LEN:]
+        assert words[-SHORT_LEN - 1] == "<|assistant|>"  # the canvas starts right after the chat frame
+        answer = canvas[: canvas.index("<|eos|>")]
+        assert answer[-5:-2] == ["the", "answer", "is"]
+        assert canvas[len(answer) :] == ["<|eos|>"] * (SHORT_LEN - len(answer))
+        assert batch.targets[row, -SHORT_LEN:].all()
 
 
 def test_held_out_problems_are_never_trained():
