@@ -36,11 +36,13 @@ class AppContext:
         return model, tokenizer
 
     def run_params(self, prompt: object, model: object, policy: object, numbers: dict,
-                   compared: dict | None = None) -> RunParams:
+                   compared: dict | None = None, policies: list[str] | None = None) -> RunParams:
         """A run's raw inputs validated (bounds, relations) and its prompt checked against the model's
         vocabulary, before any decoding: a ValueError with the visitor's message otherwise.
-        `compared`: the compared policies' controls, by control name."""
-        params = parse_params(prompt, model, policy, models=self.registry.labels, compared=compared, **numbers)
+        `compared`: the compared policies' controls, by control name; `policies`: what `policy` may be
+        (default: the Race's compared policies)."""
+        params = parse_params(prompt, model, policy, models=self.registry.labels, compared=compared,
+                              policies=policies, **numbers)
         self.registry.check_prompt(params.model, params.prompt)
         return params
 

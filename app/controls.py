@@ -8,18 +8,53 @@ have a panel.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
 from app.context import AppContext
 from app.models import ModelRegistry
-from app.params import BOUNDS, DEFAULT_COMPARED, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies
+from app.params import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies
 
 CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
 PEER_CONTROLS = list(PEER_BOUNDS)  # every compared policy's own parameters, e.g. dllm_cache_rho
+# A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these.
+RUN_INPUTS = ["prompt", "model", "policy", *CONTROL_NAMES, *PEER_CONTROLS]
+
+
+class RawRun(NamedTuple):
+    """A run's inputs as sent (unchecked), in the order of AppContext.run_params' parameters."""
+    prompt: object
+    model: object
+    policy: object
+    numbers: dict  # by CONTROL_NAMES
+    compared: dict  # by PEER_CONTROLS, those sent
+
+
+def raw_run(values: tuple, request: Any = None) -> tuple[RawRun, Any]:
+    """A run handler's positional values (RUN_INPUTS, Gradio's request after them) as a RawRun, and the request."""
+    if len(values) > len(RUN_INPUTS):  # Gradio passes the request positionally, after the inputs
+        *values, request = values
+    raw = dict(zip(RUN_INPUTS, values))
+    numbers = {name: raw.get(name) for name in CONTROL_NAMES}
+    compared = {name: raw[name] for name in PEER_CONTROLS if name in raw}
+    return RawRun(raw.get("prompt"), raw.get("model"), raw.get("policy"), numbers, compared), request
+
+
+def run_signature() -> inspect.Signature:
+    """A `run(self, *values, request)` handler's signature as Gradio's API should see it: one named
+    parameter per RUN_INPUTS entry, the compared policies' controls with their declared defaults (an
+    API client may leave those out)."""
+    p, kind = inspect.Parameter, inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature(
+        [p("self", kind)]
+        + [p(name, kind) for name in RUN_INPUTS if name not in PEER_BOUNDS]
+        + [p(name, kind, default=PEER_BOUNDS[name].default) for name in PEER_CONTROLS]
+        + [p("request", kind, default=None, annotation=gr.Request)]
+    )
 
 
 def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
@@ -53,27 +88,28 @@ class Inputs:
     prompt: gr.Textbox
     examples: gr.Dataset
     model: gr.Dropdown
-    policy: gr.Dropdown | None  # None in a panel without a compared policy (the Drift tab)
+    policy: gr.Dropdown
     run: gr.Button
     stop: gr.Button
     controls: dict[str, gr.Slider]  # by BOUNDS name
-    peer_controls: dict[str, gr.Slider]  # by PEER_BOUNDS name; empty without a compared policy
+    peer_controls: dict[str, gr.Slider]  # by PEER_BOUNDS name
     peer_groups: dict[str, gr.Row]  # each compared policy's sliders, shown while it is picked
 
     def for_run(self) -> list[gr.components.Component]:
-        """In the order of the run handler's parameters: prompt, model, [policy], the controls, [the
-        compared policies' controls]."""
-        policy = [self.policy] if self.policy is not None else []
-        peers = [self.peer_controls[name] for name in PEER_CONTROLS] if self.peer_controls else []
-        return [self.prompt, self.model, *policy, *(self.controls[name] for name in CONTROL_NAMES), *peers]
+        """In the order of the run handler's parameters (RUN_INPUTS)."""
+        components = {"prompt": self.prompt, "model": self.model, "policy": self.policy, **self.controls,
+                      **self.peer_controls}
+        return [components[name] for name in RUN_INPUTS]
 
     def per_model(self) -> list[gr.components.Component]:
         """What a change of model resets (in the order of model_inputs' outputs)."""
         return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"]]
 
 
-def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = True,
-                 run_label: str = "Run") -> Inputs:
+def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] | None = None,
+                 policy_label: str = "Compared policy (left panel)", run_label: str = "Run") -> Inputs:
+    """`policies`: the policy picker's choices, the first one picked (default: compared_policies())."""
+    policies = compared_policies() if policies is None else policies
     first = registry.choice(registry.labels[0])
     with gr.Row():
         with gr.Column(scale=3):
@@ -83,10 +119,7 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = 
                                   label="Example prompts for this model", elem_id=f"{prefix}examples")
         with gr.Column(scale=2):
             model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            policy = None
-            if with_policy:
-                policy = gr.Dropdown(compared_policies(), value=DEFAULT_COMPARED,
-                                     label="Compared policy (left panel)")
+            policy = gr.Dropdown(policies, value=policies[0], label=policy_label, elem_id=f"{prefix}policy")
             with gr.Row():
                 run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
@@ -96,17 +129,19 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", with_policy: bool = 
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
             with gr.Row():
                 controls.update({name: bounded_slider(name, defaults.get(name), prefix) for name in row})
-        peer_controls, peer_groups = _peer_sliders(prefix) if with_policy else ({}, {})
+        peer_controls, peer_groups = _peer_sliders(prefix, policies)
     return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups)
 
 
-def _peer_sliders(prefix: str) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
-    """One row of sliders per compared policy that has parameters, visible while that policy is picked."""
+def _peer_sliders(prefix: str, policies: list[str]) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
+    """One row of sliders per compared policy that has parameters, visible while that policy is picked.
+    Every peer control gets a slider (the handler takes them all); those of policies the picker does
+    not offer stay hidden."""
     sliders, groups = {}, {}
     for name in compared_policies():
         own = [control for control in PEER_CONTROLS if PEER_OWNER[control][0] == name]
         if own:
-            with gr.Row(visible=name == DEFAULT_COMPARED, elem_id=f"{prefix}peer-{name}") as groups[name]:
+            with gr.Row(visible=name == policies[0], elem_id=f"{prefix}peer-{name}") as groups[name]:
                 sliders.update({control: bounded_slider(control, prefix=prefix) for control in own})
     return sliders, groups
 
@@ -141,7 +176,6 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
 
     run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
     ins.model.change(model_inputs, ins.model, ins.per_model(), api_visibility="private")
-    if ins.peer_groups:
-        ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
+    ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
     ins.examples.click(pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
     return run_event

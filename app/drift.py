@@ -1,4 +1,4 @@
-"""The diagnostic decode behind the Drift tab: EntropyCache with core's Probe hook, streamed and rendered.
+"""The diagnostic decode behind the Drift tab: the picked policy with core's Probe hook, streamed and rendered.
 
 `drift_snapshots` is the only part that touches the model (on a GPU it runs inside the GPU
 allocation) and yields plain data: the events so far. `DriftRenderer` turns them into the banner, the
@@ -25,7 +25,6 @@ from core.decoder import decode
 from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent
 from core.loading import answer_text, chat_prompt_ids
-from core.policies import make_policy
 
 
 @dataclass(frozen=True)
@@ -51,11 +50,10 @@ def drift_snapshots(
     model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False, wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[DriftSnapshot]:
-    """EntropyCache (tau, k of `params`) with a Probe; a snapshot at most every `throttle_s` and at the end.
+    """The picked policy (`params.picked_policy()`) with a Probe; a snapshot at most every `throttle_s` and at the end.
 
     `should_stop` is polled before each step: when it turns true the decode ends without a further snapshot."""
-    policy = make_policy(OURS, tau=params.tau, k=params.k)
-    decoder = decode(model, prompt_ids, policy, params.decode_config(), before_step=Probe(model))
+    decoder = decode(model, prompt_ids, params.picked_policy(), params.decode_config(), before_step=Probe(model))
     events: list[StepEvent] = []
     last_emit = None
     try:
@@ -91,7 +89,8 @@ class DriftRenderer:
         self.max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
-        self.policy = make_policy(OURS, tau=params.tau, k=params.k).describe()
+        self.policy = params.picked_policy().describe()
+        self.tau = params.tau if params.policy == OURS else None  # a threshold only ours has
 
     def empty(self, message: str) -> DriftUpdate:
         return self._render((), message, finished=False)
@@ -105,7 +104,7 @@ class DriftRenderer:
         return DriftUpdate(
             banner_html=self._banner(events, stats, message, finished),
             text_html=render_text(events[-1] if events else None, self.text, self.params.gen_len),
-            scatter_fig=drift_scatter(stats, self.params.tau),
+            scatter_fig=drift_scatter(stats, self.tau),
             heatmap_fig=drift_heatmap(list(events), self.n_layers, self.max_steps),
             volatility_fig=volatility_figure(curve),
             stats=stats,

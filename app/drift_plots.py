@@ -18,13 +18,15 @@ def _r(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:+.2f}"
 
 
-def drift_scatter(stats: dict, tau: float) -> go.Figure:
-    """Previous step's max entropy (x) against mean drift over layers (1 - cosine, y); r and rho in the title."""
+def drift_scatter(stats: dict, tau: float | None) -> go.Figure:
+    """Previous step's max entropy (x) against mean drift over layers (1 - cosine, y); r and rho in the
+    title; EntropyCache's threshold `tau` as a dashed line (None: no line, for a policy without one)."""
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=stats["entropy"], y=stats["drift_cos"], mode="markers", name="steps",
                              marker=dict(size=6, color=LINE_COLOR, opacity=0.7),
                              hovertemplate="entropy %{x:.3f}<br>drift %{y:.2e}<extra></extra>"))
-    fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5))
+    if tau is not None:
+        fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5))
     title = (f"Drift vs previous-step entropy: Pearson {_r(stats['pearson_cos'])}, "
              f"Spearman {_r(stats['spearman_cos'])} ({len(stats['entropy'])} steps)")
     fig.update_layout(title=dict(text=title, font=dict(size=13)), height=320, margin=MARGIN, showlegend=False,

@@ -14,18 +14,20 @@ import gradio as gr
 
 from app.banner import banner
 from app.context import AppContext
-from app.controls import CONTROL_NAMES, Inputs, build_inputs, raw_slider, wire_inputs
+from app.controls import Inputs, build_inputs, raw_run, raw_slider, run_signature, wire_inputs
 from app.drift import DriftRenderer, DriftUpdate, drift_snapshots
 from app.explain import explain_step
-from app.params import DEFAULT_COMPARED, RunParams
+from app.params import RunParams, probed_policies
 from app.runner import TabRunner, TabView
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics
-EntropyCache decodes the prompt with a probe on: before each step the probe compares the cache with what a
-full forward of the current tokens would give (the *drift*, per layer), and measures how much each decoded
-token's K/V still changes from one step to the next (its *volatility*, by steps since it was unmasked).
-The probe's extra forward is not counted in any step's time."""
+The picked policy (EntropyCache, or one of the caches it is compared with) decodes the prompt with a probe
+on: before each step the probe compares the cache with what a full forward of the current tokens would give
+(the *drift*, per layer), and measures how much each decoded token's K/V still changes from one step to the
+next (its *volatility*, by steps since it was unmasked). The probe's extra forward is not counted in any
+step's time. *Explain a step* tells each step in the policy's own words, layer by layer for the layer-wise
+caches."""
 
 
 @dataclass(frozen=True)
@@ -70,16 +72,12 @@ class DriftTab:
     def decode(self, model, tokenizer, params: RunParams, prompt_ids: list[int], should_stop) -> Iterator:
         return drift_snapshots(model, prompt_ids, params, self.ctx.throttle_s, should_stop)
 
-    def run(
-        self, prompt: str, model: str, tau: float, k: float, gen_len: float, block_len: float, steps: float,
-        threshold: float, temperature: float, seed: float, request: gr.Request = None,
-    ) -> Iterator[tuple]:
-        """Validate, then stream the diagnostic decode: one output tuple per throttled update."""
-        numbers = dict(zip(CONTROL_NAMES, (tau, k, gen_len, block_len, steps, threshold, temperature, seed)))
+    def run(self, *values: object, request: gr.Request = None) -> Iterator[tuple]:
+        """Validate, then stream the diagnostic decode: one output tuple per throttled update.
 
-        # The compared policy has no part here: only EntropyCache (tau, k) decodes.
-        yield from self.runner.run(request, lambda: DriftView(self.ctx.run_params(prompt, model, DEFAULT_COMPARED,
-                                                                                   numbers)))
+        `values`: RUN_INPUTS (the policy is the probed one); the HTTP API names them (run_signature)."""
+        raw, request = raw_run(values, request)
+        yield from self.runner.run(request, lambda: DriftView(self.ctx.run_params(*raw, policies=probed_policies())))
 
     def explain(self, step: float, run: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""
@@ -92,6 +90,9 @@ class DriftTab:
                            print_exception=False)
         _, tokenizer = self.ctx.registry.get(run.model)
         return run.explain(int(step), tokenizer)
+
+
+DriftTab.run.__signature__ = run_signature()  # so that the HTTP API names each input
 
 
 def drift_outputs(update: DriftUpdate, run: DriftRun | None = None, tokenizer=None, start: bool = False) -> tuple:
@@ -110,7 +111,8 @@ def build_drift_tab(ctx: AppContext) -> Inputs:
     """The tab's layout and events (call inside a gr.Tab); returns its input panel."""
     tab = DriftTab(ctx)
     gr.Markdown(INTRO)
-    ins = build_inputs(ctx.registry, prefix="drift-", with_policy=False, run_label="Run diagnostics")
+    ins = build_inputs(ctx.registry, prefix="drift-", policies=probed_policies(), policy_label="Policy probed",
+                       run_label="Run diagnostics")
     status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
     text = gr.HTML(elem_id="drift-text")
     with gr.Row(equal_height=False):

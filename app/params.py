@@ -67,6 +67,11 @@ def compared_policies() -> list[str]:
     return [DEFAULT_COMPARED, *rest] if DEFAULT_COMPARED in POLICIES else rest
 
 
+def probed_policies() -> list[str]:
+    """What the Drift tab may probe: ours first, then every compared policy that keeps a cache."""
+    return [OURS, *(name for name in compared_policies() if name != DEFAULT_COMPARED)]
+
+
 def control_name(policy: str, param: str) -> str:
     """A compared policy's control as a Python name (the HTTP API's parameter): dllm-cache's rho is dllm_cache_rho."""
     return f"{policy.replace('-', '_')}_{param}"
@@ -84,7 +89,7 @@ PEER_OWNER: dict[str, tuple[str, str]] = {control: (name, p.name) for control, (
 class RunParams:
     prompt: str
     model: str
-    policy: str  # the compared side's policy
+    policy: str  # the picked policy: the Race's compared side, the Drift tab's probed one
     tau: float
     k: int
     gen_len: int
@@ -106,8 +111,14 @@ class RunParams:
         )
 
     def make_policies(self) -> tuple[CachePolicy, CachePolicy]:
-        """(compared, ours): fresh objects, since policies keep per-decode state."""
-        return make_policy(self.policy, **self.compared_params), make_policy(OURS, tau=self.tau, k=self.k)
+        """(picked, ours): fresh objects, since policies keep per-decode state."""
+        return self.picked_policy(), make_policy(OURS, tau=self.tau, k=self.k)
+
+    def picked_policy(self) -> CachePolicy:
+        """The picked policy, a fresh object: ours takes tau and k, any other its own controls."""
+        if self.policy == OURS:
+            return make_policy(OURS, tau=self.tau, k=self.k)
+        return make_policy(self.policy, **self.compared_params)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,16 +156,19 @@ def parse_params(
     *,
     models: list[str],
     compared: dict | None = None,
+    policies: list[str] | None = None,
     **numbers: object,
 ) -> RunParams:
     """Validate one run's raw inputs (as the UI or an API client sent them) into RunParams. `compared`:
     compared policies' controls by control name (PEER_BOUNDS); those sent are checked, whichever
-    policy they belong to, and the chosen policy's missing ones take their defaults."""
+    policy they belong to, and the chosen policy's missing ones take their defaults. `policies`: what
+    `policy` may be (default: compared_policies(), the Race's)."""
     text = check_prompt(prompt)
     if model not in models:
         raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
-    if policy not in compared_policies():
-        raise ValueError(f"Unknown policy {policy!r}; choose one of: {', '.join(compared_policies())}.")
+    policies = compared_policies() if policies is None else policies
+    if policy not in policies:
+        raise ValueError(f"Unknown policy {policy!r}; choose one of: {', '.join(policies)}.")
     missing = sorted(set(BOUNDS) - set(numbers))
     extra = sorted(set(numbers) - set(BOUNDS))
     if missing or extra:

@@ -7,7 +7,6 @@ through the tab runner (app/runner.py); the race itself is app/race_stream.py.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 
 import gradio as gr
@@ -15,8 +14,8 @@ import pandas as pd
 
 from app.banner import banner
 from app.context import AppContext
-from app.controls import CONTROL_NAMES, PEER_CONTROLS, Inputs, build_inputs, wire_inputs
-from app.params import PEER_BOUNDS, RunParams
+from app.controls import Inputs, build_inputs, raw_run, run_signature, wire_inputs
+from app.params import RunParams
 from app.race_stream import SIDES, Renderer, Update, race_snapshots
 from app.runner import TabRunner, TabView
 from app.speed import SUMMARY_HEADERS
@@ -61,32 +60,12 @@ class RaceTab:
     def run(self, *values: object, request: gr.Request = None) -> Iterator[tuple]:
         """Validate, then stream the race: one output tuple per throttled snapshot, the last one with results.
 
-        `values`: prompt, model, policy, the controls (CONTROL_NAMES), then any of the compared
-        policies' controls (PEER_CONTROLS); its parameter names are RUN_SIGNATURE's."""
-        if len(values) > len(RUN_INPUTS):  # Gradio passes the request positionally, after the inputs
-            *values, request = values
-        raw = dict(zip(RUN_INPUTS, values))
-        numbers = {name: raw.get(name) for name in CONTROL_NAMES}
-        compared = {name: raw[name] for name in PEER_CONTROLS if name in raw}
-
-        def validate() -> RaceView:
-            return RaceView(self.ctx.run_params(raw.get("prompt"), raw.get("model"), raw.get("policy"), numbers,
-                                                compared))
-
-        yield from self.runner.run(request, validate)
+        `values`: RUN_INPUTS (the policy is the compared one); the HTTP API names them (run_signature)."""
+        raw, request = raw_run(values, request)
+        yield from self.runner.run(request, lambda: RaceView(self.ctx.run_params(*raw)))
 
 
-# The handler's parameters, one per input, so that the HTTP API names each (`/run`'s dllm_cache_rho):
-# the compared policies' controls come from their declarations, with their defaults.
-RUN_INPUTS = ["prompt", "model", "policy", *CONTROL_NAMES, *PEER_CONTROLS]
-_P = inspect.Parameter
-RUN_SIGNATURE = inspect.Signature(
-    [_P("self", _P.POSITIONAL_OR_KEYWORD)]
-    + [_P(name, _P.POSITIONAL_OR_KEYWORD) for name in RUN_INPUTS[: 3 + len(CONTROL_NAMES)]]
-    + [_P(name, _P.POSITIONAL_OR_KEYWORD, default=PEER_BOUNDS[name].default) for name in PEER_CONTROLS]
-    + [_P("request", _P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)]
-)
-RaceTab.run.__signature__ = RUN_SIGNATURE
+RaceTab.run.__signature__ = run_signature()  # so that the HTTP API names each input (`/run`'s dllm_cache_rho)
 
 
 def _cleared() -> tuple:

@@ -23,7 +23,7 @@ from app.drift_plots import drift_matrix
 from app.drift_tab import NO_RUN, DriftRun, DriftTab
 from app.explain import explain_step
 from app.models import EMBEDDED_LABEL
-from app.params import BOUNDS, parse_params
+from app.params import BOUNDS, PEER_BOUNDS, parse_params, probed_policies
 from app.sessions import RunBoard, StopFlag
 from core.decoder import DecodeConfig, decode
 from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
@@ -44,9 +44,10 @@ def controls(**overrides) -> dict:
     return values
 
 
-def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, **overrides) -> list:
+def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, policy: str = "entropy", **overrides) -> list:
     c = controls(**overrides)
-    return [prompt, model, *(c[name] for name in BOUNDS)]
+    peers = [c.get(name, b.default) for name, b in PEER_BOUNDS.items()]
+    return [prompt, model, policy, *(c[name] for name in BOUNDS), *peers]
 
 
 def direct_events(model, tokenizer) -> list[StepEvent]:
@@ -75,7 +76,8 @@ def same(a: float, b: float) -> bool:
 
 def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_params(PROMPT, EMBEDDED_LABEL, "none", models=registry.labels, **controls())
+    params = parse_params(PROMPT, EMBEDDED_LABEL, "entropy", models=registry.labels, policies=probed_policies(),
+                          **controls())
     updates = list(stream_drift(model, tokenizer, params, throttle_s=0))
     direct = direct_events(model, tokenizer)
     assert len(updates) == len(direct)  # throttle 0: one update per step
@@ -107,7 +109,8 @@ def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations
 
 def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_params(PROMPT, EMBEDDED_LABEL, "none", models=registry.labels, **controls())
+    params = parse_params(PROMPT, EMBEDDED_LABEL, "entropy", models=registry.labels, policies=probed_policies(),
+                          **controls())
     ids = chat_prompt_ids(tokenizer, PROMPT)
     ticks = iter(range(10_000))
     snaps = list(drift_snapshots(model, ids, params, throttle_s=1e9, wall_clock=lambda: next(ticks)))
@@ -146,12 +149,31 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
         (drift_args(k=1.5), "whole number"),
         (drift_args(gen_len=30), "do not fit together"),
         (drift_args(steps=4, threshold=0.9), "steps to 0"),
+        (drift_args(policy="none"), "Unknown policy 'none'; choose one of: entropy, d2cache"),
+        (drift_args(policy="d2cache", d2cache_rollout_p=7), "must be between"),
     ],
 )
 def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
     d = drift_tab(registry)
     with pytest.raises(gr.Error, match=message):
         next(d.run(*args, request=SimpleNamespace(session_hash="me")))
+
+
+def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(registry) -> None:
+    d = drift_tab(registry)
+    out = list(d.run(*drift_args(policy="dllm-cache", dllm_cache_rho=0.5), request=SimpleNamespace(session_hash="me")))
+    banner, _, scatter, _, _, _, run, _, _ = out[-1]
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    direct = list(decode(model, chat_prompt_ids(tokenizer, PROMPT), make_policy("dllm-cache", rho=0.5),
+                         DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
+    assert [e.tokens for e in run.events] == [e.tokens for e in direct]
+    assert [e.reason for e in run.events] == [e.reason for e in direct]
+    assert [e.layer_rows for e in run.events] == [e.layer_rows for e in direct]
+    assert make_policy("dllm-cache", rho=0.5).describe() in html.unescape(banner)
+    assert not scatter.layout.shapes  # no tau line: the threshold is EntropyCache's
+    step = next(i for i, e in enumerate(run.events) if len(set(e.layer_rows)) > 1)  # each layer its own rows
+    assert "Its layers computed different rows" in d.explain(step, run)
+    assert html.escape(run.events[step].reason, quote=False) in d.explain(step, run)
 
 
 def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:

@@ -147,7 +147,7 @@ def test_client_race_with_a_peers_own_controls_matches_core(served) -> None:
 
 def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
     url, registry = served
-    a = {k: v for k, v in args(PROMPTS[1]).items() if k != "policy"}
+    a = drift_args(PROMPTS[1])
     out = Client(url, verbose=False).predict(**a, api_name="/drift")
     assert len(out) == N_DRIFT_OUTPUTS
     model, tokenizer = registry.get(EMBEDDED_LABEL)
@@ -205,7 +205,7 @@ def test_client_bad_inputs_come_back_as_clear_errors(served) -> None:
 
 
 def drift_args(prompt: str = PROMPTS[0], **overrides) -> dict:
-    return {k: v for k, v in args(prompt, **overrides).items() if k != "policy"}
+    return args(prompt, **{"policy": "entropy", **overrides})
 
 
 SWEEP = dict(model=EMBEDDED_LABEL, taus="0.5", ks="2", problems=1, gen_len=32, block_len=16, steps=0, threshold=0,
@@ -219,6 +219,8 @@ MALFORMED = [  # what a client may send past the page: each message names the co
     ("/drift", drift_args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
     ("/drift", drift_args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
     ("/drift", drift_args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),
+    ("/drift", drift_args(policy="none"), "Value: none is not in the list of choices: ['entropy', 'd2cache', "),
+    ("/drift", drift_args(policy="elastic", elastic_gamma=-1), "gamma (ElasticCache) must be"),
     ("/sweep", SWEEP | dict(problems=10**6), "The number of problems must be between 1 and 50, got 1000000"),
     ("/sweep", SWEEP | dict(problems="many"), "The number of problems must be a whole number from 1 to 50, got 'many'"),
     ("/sweep", SWEEP | dict(gen_len=None), "gen length must be a number from 1 to 512 (a whole one), got None"),
