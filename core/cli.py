@@ -223,6 +223,35 @@ def run_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lm_eval():
+    """The lm-eval side of the package, imported only when asked for (lm-eval is not a runtime dependency)."""
+    try:
+        from core import lm_eval_model
+        from core.tasks import lm_eval_export
+    except ModuleNotFoundError as e:
+        if e.name != "lm_eval" and not (e.name or "").startswith("lm_eval."):
+            raise
+        raise ValueError("lm-eval is not installed: pip install -r requirements-eval.txt") from None
+    return lm_eval_model, lm_eval_export
+
+
+def run_lm_eval(args: argparse.Namespace) -> int:
+    lm_eval_model, _ = _lm_eval()
+    return lm_eval_model.run_cli(args.args)
+
+
+def run_lm_eval_task(args: argparse.Namespace) -> int:
+    if not 1 <= args.n <= 1000:
+        raise ValueError(f"--n must be in [1, 1000], got {args.n}")
+    if not 0 <= args.shots <= 8:
+        raise ValueError(f"--shots must be in [0, 8], got {args.shots}")
+    _, lm_eval_export = _lm_eval()
+    name = lm_eval_export.write_task(args.out, args.n, args.shots)
+    print(f"wrote task {name} to {args.out}: lm-eval ... --include_path {args.out} --tasks {name} "
+          f"--num_fewshot {args.shots}")
+    return 0
+
+
 def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
     costs = forward_costs(model, length, row_counts)
     full, mb = max(costs.values()), weight_bytes(model) / 1e6
@@ -237,7 +266,7 @@ def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m core", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,train}")
+    commands = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,lm-eval,lm-eval-task,train}")
 
     gen = commands.add_parser("generate", help="decode one prompt; print the answer and a one-line summary")
     gen.add_argument("--prompt", required=True)
@@ -267,6 +296,18 @@ def parser() -> argparse.ArgumentParser:
     add_policy_args(bench, lists=True)
     bench.set_defaults(run=run_bench_command)
 
+    ev = commands.add_parser("lm-eval", help="lm-evaluation-harness with our decoder as model `entropycache` "
+                             "(needs requirements-eval.txt); every argument goes to lm-eval",
+                             description="lm-eval's own command line, with the model `entropycache` registered "
+                             "(core/lm_eval_model.py); the speed summary follows lm-eval's table.")
+    ev.set_defaults(run=run_lm_eval)  # main() hands everything after `lm-eval` to lm-eval unparsed
+
+    task = commands.add_parser("lm-eval-task", help="write the held-out word problems as an lm-eval task folder")
+    task.add_argument("--out", required=True, help="the folder to write (pass it to lm-eval as --include_path)")
+    task.add_argument("--n", type=int, default=40, help="held-out problems")
+    task.add_argument("--shots", type=int, default=0, help="worked examples before each problem")
+    task.set_defaults(run=run_lm_eval_task)
+
     tr = commands.add_parser("train", help="train the embedded model (seeded, resumable)",
                              description=train.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_arguments(tr)
@@ -275,7 +316,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["lm-eval"] and not {"-h", "--help"} & set(argv[1:2]):
+        args = argparse.Namespace(run=run_lm_eval, args=argv[1:])
+    else:
+        args = parser().parse_args(argv)
     try:
         return args.run(args)
     except ValueError as e:

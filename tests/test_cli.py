@@ -107,8 +107,8 @@ def test_contenders_cover_every_combination_of_listed_values():
 
 def test_every_command_is_behind_the_one_entry_point():
     out = cli("--help")
-    assert out.returncode == 0 and out.stderr == "" and "{generate,bench,train}" in out.stdout
-    for command in ("generate", "bench", "train"):
+    assert out.returncode == 0 and out.stderr == "" and "{generate,bench,lm-eval,lm-eval-task,train}" in out.stdout
+    for command in ("generate", "bench", "lm-eval", "lm-eval-task", "train"):
         out = cli(command, "--help")
         assert out.returncode == 0 and out.stderr == "" and f"python -m core {command}" in out.stdout
 

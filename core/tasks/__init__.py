@@ -19,6 +19,7 @@ class Item:
     task: str  # "words" or "stories"
     prompt: str
     reference: word_problems.Problem | stories.Story
+    shots: tuple[word_problems.Problem, ...] = ()  # the worked examples in a k-shot prompt
 
 
 def held_out(task: str, n: int, shots: int = 0) -> list[Item]:
@@ -34,8 +35,9 @@ def held_out(task: str, n: int, shots: int = 0) -> list[Item]:
     if task == "stories":
         return [Item("stories", s.prompt, s) for s in stories.make_split("test", n)]
     examples = word_problems.make_split("shots", n * shots)
-    return [Item("words", word_problems.few_shot_prompt(p, examples[i * shots : (i + 1) * shots]), p)
-            for i, p in enumerate(word_problems.make_split("test", n))]
+    worked = [tuple(examples[i * shots : (i + 1) * shots]) for i in range(n)]
+    return [Item("words", word_problems.few_shot_prompt(p, list(w)), p, w)
+            for p, w in zip(word_problems.make_split("test", n), worked)]
 
 
 def is_correct(item: Item, answer_text: str) -> bool:

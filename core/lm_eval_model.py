@@ -1,0 +1,272 @@
+"""lm-evaluation-harness model `entropycache`: our decoder with any cache policy behind lm-eval's
+generate_until, so a task's accuracy comes with the speed that bought it.
+
+    python -m core lm-eval --model entropycache --tasks gsm8k --num_fewshot 4 --apply_chat_template \
+        --model_args pretrained=llada,policy=entropy,tau=0.5,k=2,gen_len=256,block_len=32,device=cuda
+
+Model args: `pretrained` (a checkpoint folder, a hub id, 'llada', 'dream'; default: the embedded
+model), `policy` (default entropy) and that policy's own parameters (tau, k, ...), `baseline` (a
+second policy decoded on every request too, e.g. none: the speed summary then has its speedup over
+it, from one interleaved run), the decode settings (gen_len, block_len, steps, threshold,
+temperature, seed; lengths default to the model's), device and dtype. Every arg is checked before
+the weights load. lm-eval's batch_size is accepted and ignored: requests decode one at a time.
+
+Generation follows LLaDA's and Fast-dLLM's own evaluation: the whole canvas of gen_len tokens is
+decoded, then the text is cut at the first of the request's stop sequences (`until`); the task's
+max_gen_toks is not used, gen_len is. Only generation tasks run: loglikelihood requests raise.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from lm_eval.__main__ import cli_evaluate
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from lm_eval.utils import simple_parse_args_string
+from tqdm import tqdm
+
+from core.decoder import DecodeConfig, generate
+from core.events import Totals
+from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, unknown_words
+from core.policies import POLICIES, make_policy
+
+DECODE_ARGS = {"gen_len": int, "block_len": int, "steps": int, "threshold": float, "temperature": float, "seed": int}
+GENERATION_ONLY = (
+    "the entropycache model runs generation tasks only (generate_until, e.g. gsm8k, minerva_math, humaneval, "
+    "bbh_cot_fewshot); {kind} requests need a likelihood a masked diffusion LM does not give exactly"
+)
+
+
+@dataclass
+class SpeedLog:
+    """What every request cost, per policy: the decoder's own totals, summed, and one record each."""
+
+    totals: dict[str, Totals] = field(default_factory=dict)
+    requests: list[dict] = field(default_factory=list)
+
+    def add(self, policy: str, totals: Totals, record: dict) -> None:
+        self.totals.setdefault(policy, Totals())
+        self.totals[policy] += totals
+        self.requests.append(record)
+
+    def summary(self, policy: str, baseline: str | None) -> dict:
+        """tokens/s, full-step and rows fractions, decision overhead; the speedup over the baseline if run."""
+        t = self.totals.get(policy, Totals())
+        out = {
+            "requests": sum(r["policy"] == policy for r in self.requests),
+            "tokens_per_s": t.tokens_per_s,
+            "decode_s": t.compute_s,
+            "steps": t.steps,
+            "full_steps_fraction": t.full_steps / t.steps if t.steps else 0.0,
+            "rows_fraction": t.rows_fraction,
+            "decision_overhead": t.decision_s / t.compute_s if t.compute_s else 0.0,
+        }
+        if baseline is not None and baseline in self.totals and t.compute_s:
+            out["speedup_vs_" + baseline] = self.totals[baseline].compute_s / t.compute_s
+        return out
+
+
+def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
+    """(policy, its parameters, baseline, decode settings, loading args) from lm-eval's model args,
+    each checked; a ValueError names the first bad one."""
+    args = dict(args)
+    policy = str(args.pop("policy", "entropy"))
+    baseline = args.pop("baseline", None)
+    for name in (policy, baseline):
+        if name is not None and name not in POLICIES:
+            raise ValueError(f"unknown policy {name!r}; choose from {', '.join(sorted(POLICIES))}")
+    loading = {k: args.pop(k) for k in ("pretrained", "device", "dtype") if k in args}
+    for k in ("batch_size", "max_batch_size"):  # lm-eval's own; requests decode one at a time
+        args.pop(k, None)
+    settings = {k: _typed(k, args.pop(k), kind) for k, kind in DECODE_ARGS.items() if k in args and args[k] is not None}
+    own = {p.name for p in POLICIES[policy].parameters}
+    unknown = sorted(set(args) - own)
+    if unknown:
+        allowed = ", ".join([*DECODE_ARGS, "pretrained", "policy", "baseline", "device", "dtype", *sorted(own)])
+        raise ValueError(f"unknown model arg {unknown[0]!r} for policy {policy!r}; allowed: {allowed}")
+    make_policy(policy, **args)  # checks the values against the policy's declarations
+    if loading.get("dtype") not in (None, "float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {loading['dtype']!r}")
+    return policy, args, baseline, settings, loading
+
+
+def _typed(name: str, value: object, kind: type) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not float(value).is_integer()):
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    return kind(value)
+
+
+@register_model("entropycache")
+class EntropyCacheLM(LM):
+    last: EntropyCacheLM | None = None  # the latest instance: lm-eval's command line builds it out of our sight
+
+    def __init__(self, **model_args: object) -> None:
+        super().__init__()
+        self.policy, self.params, self.baseline, settings, loading = parse_model_args(model_args)
+        device = str(loading.get("device") or "cpu")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {device} was asked for (lm-eval's --device defaults to cuda:0), but this "
+                             "machine has no CUDA GPU: pass --device cpu")
+        folder = resolve(loading.get("pretrained"))  # a hub id is fetched (or refused offline) before loading
+        cfg, _, _ = read_config(folder)
+        self.config = DecodeConfig.for_model(cfg, settings.pop("gen_len", None), settings.pop("block_len", None),
+                                             **settings)
+        self.config.validate()
+        dtype = loading.get("dtype")
+        self.model, self.tokenizer = load_model(folder, device=device, dtype=getattr(torch, dtype) if dtype else None)
+        self._device = self.model.embed.weight.device
+        self._chat_ids: dict[str, list[int]] = {}  # rendered chat prompt -> its ids, the contents kept as text
+        self.speed = SpeedLog()
+        EntropyCacheLM.last = self
+
+    # ---- lm-eval's interface --------------------------------------------------------------------------
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> EntropyCacheLM:
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None) -> EntropyCacheLM:
+        """lm-eval's own --device and --batch_size fill in what --model_args leave out (its --device
+        is always sent, cuda:0 by default, so a device in the model args must win, not clash)."""
+        extra = {k: v for k, v in (additional_config or {}).items() if v is not None and k not in arg_dict}
+        return cls(**arg_dict, **extra)
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        out = []
+        for request in tqdm(requests, desc="entropycache", disable=disable_tqdm):
+            context, gen_kwargs = request.args
+            ids = self.prompt_ids(context)
+            text = self._decode(ids, self.policy, self.params)
+            if self.baseline is not None:
+                self._decode(ids, self.baseline, {})
+            out.append(cut_at_stop(text, gen_kwargs.get("until")))
+        return out
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        raise NotImplementedError(GENERATION_ONLY.format(kind="loglikelihood"))
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+        raise NotImplementedError(GENERATION_ONLY.format(kind="loglikelihood_rolling"))
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "entropycache")).replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        return self.tokenizer.chat_template
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The conversation in the model's chat template, as text; its ids are kept so that the
+        messages' contents are tokenized as text (a '<|mask|>' in a question stays characters)."""
+        unknown = unknown_words(self.tokenizer, " ".join(m["content"] for m in chat_history))
+        if unknown:
+            raise UnknownWordsError(unknown, len(self.tokenizer))
+        rendered, ids = render_chat(self.tokenizer, chat_history, add_generation_prompt)
+        self._chat_ids[rendered] = ids
+        return rendered
+
+    # ---- ours ---------------------------------------------------------------------------------------------
+
+    def prompt_ids(self, context: str) -> list[int]:
+        """A request's context as ids: a chat prompt we rendered, else plain text (special tokens not parsed)."""
+        if context in self._chat_ids:
+            return self._chat_ids[context]
+        unknown = unknown_words(self.tokenizer, context)
+        if unknown:
+            raise UnknownWordsError(unknown, len(self.tokenizer))
+        return self.tokenizer(context, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+    def _decode(self, ids: list[int], policy: str, params: dict) -> str:
+        last = generate(self.model, ids, make_policy(policy, **params), self.config)
+        t = last.totals
+        self.speed.add(policy, t, {"policy": policy, "prompt_tokens": len(ids), "decode_s": t.compute_s,
+                                   "steps": t.steps, "full_steps": t.full_steps, "rows_computed": t.rows_computed,
+                                   "rows_full": t.rows_full, "tokens": t.tokens})
+        return answer_text(self.tokenizer, last)
+
+    def speed_summary(self) -> dict:
+        """The run's speed, per policy decoded: what `python -m core lm-eval` adds to the results JSON."""
+        label = make_policy(self.policy, **self.params).describe()
+        out = {"policy": label, "config": asdict(self.config), **self.speed.summary(self.policy, self.baseline)}
+        if self.baseline is not None:
+            out["baseline"] = {"policy": make_policy(self.baseline).describe(),
+                               **self.speed.summary(self.baseline, None)}
+        out["per_request"] = self.speed.requests
+        return out
+
+    def speed_table(self) -> str:
+        s = self.speed_summary()
+        rows = [(s["policy"], s)] + ([(s["baseline"]["policy"], s["baseline"])] if "baseline" in s else [])
+        lines = ["| policy | requests | tokens/s | full steps | rows computed | decision overhead | speedup |",
+                 "|---|---|---|---|---|---|---|"]
+        for label, r in rows:
+            speedup = next((f"{v:.2f}x vs {k[11:]}" for k, v in r.items() if k.startswith("speedup_vs_")), "")
+            lines.append(f"| {label} | {r['requests']} | {r['tokens_per_s']:.1f} | {r['full_steps_fraction']:.1%} | "
+                         f"{r['rows_fraction']:.1%} | {r['decision_overhead']:.2%} | {speedup} |")
+        return "\n".join(lines)
+
+
+def cut_at_stop(text: str, until: object) -> str:
+    """`text` up to the first occurrence of any stop sequence (lm-eval's `until`: a string or a list)."""
+    stops = [until] if isinstance(until, str) else list(until or [])
+    cut = min((text.find(s) for s in stops if s and s in text), default=len(text))
+    return text[:cut]
+
+
+def render_chat(tokenizer, messages: list[dict[str, str]], add_generation_prompt: bool) -> tuple[str, list[int]]:
+    """(the conversation rendered by the chat template, its ids): the template's own pieces are
+    tokenized with special tokens parsed, the messages' contents as text."""
+    marks = [f"\x00MESSAGE{i}\x00" for i in range(len(messages))]
+    framed = [{**m, "content": mark} for m, mark in zip(messages, marks)]
+    template = tokenizer.apply_chat_template(framed, add_generation_prompt=add_generation_prompt, tokenize=False)
+    ids, rendered, rest = [], "", template
+    for message, mark in zip(messages, marks):
+        before, rest = rest.split(mark, 1)
+        ids += _ids(tokenizer, before, parse_special=True) + _ids(tokenizer, message["content"], parse_special=False)
+        rendered += before + message["content"]
+    return rendered + rest, ids + _ids(tokenizer, rest, parse_special=True)
+
+
+def _ids(tokenizer, text: str, parse_special: bool) -> list[int]:
+    if not text:
+        return []
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=not parse_special)["input_ids"])
+
+
+def run_cli(argv: list[str]) -> int:
+    """lm-eval's own command line with `entropycache` registered; then the speed summary, printed
+    after lm-eval's accuracy table and added to the results JSON it wrote (key `entropycache_speed`)."""
+    started = time.time()
+    saved, sys.argv = sys.argv, ["lm-eval", *argv]
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
+    lm = EntropyCacheLM.last
+    if lm is None or not lm.speed.requests:
+        return 0
+    print("entropycache speed:\n" + lm.speed_table())
+    summary = lm.speed_summary()
+    for results in _results_written(argv, started):
+        data = json.loads(results.read_text())
+        data["entropycache_speed"] = summary
+        results.write_text(json.dumps(data, indent=2, default=str))
+        print(f"speed summary added to {results}")
+    return 0
+
+
+def _results_written(argv: list[str], since: float) -> list[Path]:
+    """The results JSON files lm-eval wrote under --output_path during this run."""
+    for flag in ("--output_path", "-o"):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            root = Path(argv[argv.index(flag) + 1])
+            found = [root] if root.suffix == ".json" else root.rglob("results_*.json")
+            return [p for p in found if p.exists() and p.stat().st_mtime >= since]
+    return []

@@ -1,0 +1,134 @@
+"""The lm-eval adapter: model `entropycache` through lm-evaluation-harness's own entry points, on our
+held-out word problems written as an lm-eval task, against our own bench on the same prompts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")  # requirements-eval.txt; the test command installs it
+
+from lm_eval import simple_evaluate  # noqa: E402
+from lm_eval.tasks import TaskManager  # noqa: E402
+
+from core.bench import Contender, run_bench  # noqa: E402
+from core.cli import main  # noqa: E402
+from core.decoder import DecodeConfig  # noqa: E402
+from core.lm_eval_model import EntropyCacheLM, cut_at_stop, parse_model_args, render_chat  # noqa: E402
+from core.loading import chat_prompt_ids, load_model  # noqa: E402
+from core.tasks import held_out  # noqa: E402
+from core.tasks.lm_eval_export import write_task  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CANDIDATE = str(ROOT / "assets" / "candidates" / "kshot-stories-run1")  # trained on k-shot prompts
+GEN = {"gen_len": 64, "block_len": 32}
+METRIC = "exact_match,final_number"
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+def evaluate(folder: Path, task: str, shots: int, **model_args) -> tuple[dict, EntropyCacheLM]:
+    results = simple_evaluate(
+        model="entropycache", model_args=model_args | GEN, tasks=[task], num_fewshot=shots, device="cpu",
+        task_manager=TaskManager(include_path=str(folder)), apply_chat_template=True, fewshot_as_multiturn=False,
+        log_samples=True,
+    )
+    return results, EntropyCacheLM.last
+
+
+@pytest.mark.parametrize(("pretrained", "shots", "n"), [(None, 0, 8), (CANDIDATE, 4, 4)])
+def test_lm_eval_scores_what_our_bench_scores_on_the_same_prompts(tmp_path, pretrained, shots: int, n: int) -> None:
+    task = write_task(tmp_path, n, shots)
+    model_args = {} if pretrained is None else {"pretrained": pretrained}
+    exact, _ = evaluate(tmp_path, task, shots, policy="none", **model_args)
+    ours, lm = evaluate(tmp_path, task, shots, policy="entropy", tau=0.5, k=2, baseline="none", **model_args)
+
+    model, tokenizer = load_model(pretrained)
+    items = held_out("words", n, shots)
+    rows = run_bench(model, tokenizer, items, [Contender("none", {}), Contender("entropy", {"tau": 0.5, "k": 2})],
+                     DecodeConfig(**GEN), progress=False)
+    assert exact["results"][task][METRIC] == rows[0]["accuracy"]
+    assert ours["results"][task][METRIC] == rows[1]["accuracy"]
+    # The prompts lm-eval built are the bench's, token for token.
+    contexts = [s["arguments"][0][0] for s in ours["samples"][task]]  # (context, gen_kwargs) per request
+    assert [lm.prompt_ids(c) for c in contexts] == [chat_prompt_ids(tokenizer, item.prompt) for item in items]
+    speed = lm.speed_summary()
+    assert speed["requests"] == n and speed["baseline"]["requests"] == n and len(speed["per_request"]) == 2 * n
+    assert speed["speedup_vs_none"] == speed["baseline"]["decode_s"] / speed["decode_s"]
+    assert 0 < speed["rows_fraction"] < 1 == speed["baseline"]["rows_fraction"]
+    assert speed["policy"] == "entropy(tau=0.5, k=2)"
+
+
+def test_the_command_line_adds_the_speed_summary_to_lm_evals_results(tmp_path, capsys) -> None:
+    task = write_task(tmp_path / "task", 3, 0)
+    out = tmp_path / "out"
+    code = main(["lm-eval", "--model", "entropycache", "--model_args", "policy=entropy,baseline=none,gen_len=64",
+                 "--device", "cpu", "--include_path", str(tmp_path / "task"), "--tasks", task,
+                 "--apply_chat_template", "--fewshot_as_multiturn", "false", "--output_path", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "entropycache speed:" in printed and "| entropy(tau=0.5, k=2) | 3 |" in printed and "vs none" in printed
+    (results,) = list(out.rglob("results_*.json"))
+    data = json.loads(results.read_text())
+    assert METRIC in data["results"][task]
+    assert data["entropycache_speed"]["requests"] == 3 and "speedup_vs_none" in data["entropycache_speed"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"policy": "fast"}, "unknown policy 'fast'; choose from"),
+        ({"baseline": "slow"}, "unknown policy 'slow'"),
+        ({"tau": "high"}, "tau must be a number, got 'high'"),
+        ({"k": -1}, "k must be a non-negative integer, got -1"),
+        ({"rho": 0.5}, "unknown model arg 'rho' for policy 'entropy'; allowed: gen_len"),
+        ({"gen_len": "long"}, "gen_len must be an integer, got 'long'"),
+        ({"threshold": True}, "threshold must be a number, got True"),
+        ({"dtype": "int8"}, "dtype must be float32, bfloat16 or float16, got 'int8'"),
+    ],
+)
+def test_bad_model_args_get_a_message_naming_them(args: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        parse_model_args(args)
+
+
+def test_bad_args_fail_before_any_weights_load(monkeypatch) -> None:
+    import core.lm_eval_model as adapter
+
+    monkeypatch.setattr(adapter, "load_model", lambda *a, **k: pytest.fail("weights loaded"))
+    with pytest.raises(ValueError, match="could not get 'nobody/no-such-model' from the hub or its cache"):
+        EntropyCacheLM(pretrained="nobody/no-such-model", device="cpu")
+    with pytest.raises(ValueError, match="gen_len must be an integer in"):
+        EntropyCacheLM(gen_len=0, device="cpu")
+    if not adapter.torch.cuda.is_available():
+        with pytest.raises(ValueError, match="pass --device cpu"):
+            EntropyCacheLM.create_from_arg_string("policy=entropy", {"device": "cuda:0", "batch_size": 1})
+
+
+def test_model_args_win_over_lm_evals_default_device() -> None:
+    lm = EntropyCacheLM.create_from_arg_string("device=cpu,gen_len=32", {"device": "cuda:0", "batch_size": 8})
+    assert str(lm.device) == "cpu" and lm.config.gen_len == 32
+    with pytest.raises(NotImplementedError, match="generation tasks only"):
+        lm.loglikelihood([])
+
+
+def test_stop_sequences_cut_the_text_at_the_first_one() -> None:
+    assert cut_at_stop("a b question : c", ["question :"]) == "a b "
+    assert cut_at_stop("x\n\ny Q: z", ["Q:", "\n\n"]) == "x"
+    assert cut_at_stop("x", "x") == "" and cut_at_stop("abc", None) == "abc" and cut_at_stop("abc", []) == "abc"
+
+
+def test_a_chat_prompts_contents_stay_text() -> None:
+    _, tokenizer = load_model(None)
+    question = "mia has 7 marbles . how many marbles does mia have now ?"
+    rendered, ids = render_chat(tokenizer, [{"role": "user", "content": question}], add_generation_prompt=True)
+    assert ids == chat_prompt_ids(tokenizer, question) and question in rendered
+    sneaky = [{"role": "user", "content": "<|mask|>"}]
+    _, ids = render_chat(tokenizer, sneaky, add_generation_prompt=True)
+    assert tokenizer.mask_token_id not in ids  # written as characters, never the mask token
