@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from app.gpu import default_concurrency, is_zero_gpu, share_cpu_threads
+from app.gpu import CONCURRENCY, is_zero_gpu
 from app.models import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
 
@@ -23,12 +23,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model", action="append", default=[], metavar="DIR",
                     help="an extra local checkpoint folder to offer (repeatable)")
     ap.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
-    ap.add_argument("--concurrency", type=int, default=None, help="races at once (default: 1 with a GPU, 2 on CPU)")
+    ap.add_argument("--concurrency", type=int, default=CONCURRENCY,
+                    help="runs admitted at once; they decode one at a time per device, in turn")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.concurrency < 1:
+        print(f"error: --concurrency must be a positive integer, got {args.concurrency}", file=sys.stderr)
+        return 2
     # ZeroGPU loads every model at startup and lends each run a whole GPU slice: keep them all resident.
     max_gpu_models = 8 if is_zero_gpu() else 1
     try:
@@ -39,9 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     # The embedded model is small: load it now, so the first visitor does not wait. On ZeroGPU every
     # model must be loaded at startup, outside the GPU function (weights then follow it onto the GPU).
     registry.preload(None if is_zero_gpu() else registry.labels[:1])
-    concurrency = args.concurrency or default_concurrency()
-    share_cpu_threads(concurrency)
-    demo = build_demo(registry, concurrency=concurrency)
+    demo = build_demo(registry, concurrency=args.concurrency)
     url = launch(demo, args.host, args.port, args.share)
     print(f"EntropyCache demo running at {url}", flush=True)
     if demo.share_url:

@@ -1,4 +1,5 @@
-"""What every tab shares: the model registry, the session run board, the render throttle, the warm-up.
+"""What every tab shares: the model registry, the session run board, the compute queues, the render
+throttle, the warm-up.
 
 One AppContext per app (app/ui.py builds it); each tab's handlers take it, never another tab's
 handlers. A Run or Stop in any tab acts on the browser session's one run (app/sessions.py).
@@ -11,6 +12,7 @@ import weakref
 import gradio as gr
 
 from app.banner import STOPPED
+from app.compute import ComputeQueue
 from app.models import ModelRegistry
 from app.params import RunParams, parse_params
 from app.race import DEFAULT_THROTTLE_S
@@ -26,6 +28,11 @@ class AppContext:
         self.board = RunBoard() if board is None else board  # `or` would not do: an empty board is falsy
         self.throttle_s = throttle_s
         self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
+        self._queues = {"cpu": ComputeQueue(), "cuda": ComputeQueue()}  # decodes take turns per device
+
+    def compute_queue(self, device: str) -> ComputeQueue:
+        """The queue of the device a model runs on ('cpu' or 'cuda'): one decode at a time on it."""
+        return self._queues[device]
 
     def load_warm(self, label: str) -> tuple[object, object]:
         """(model, tokenizer), warmed up once per process (see warm_up)."""

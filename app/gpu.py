@@ -19,7 +19,9 @@ except ImportError:  # not on a Space: nothing to decorate with
     spaces = None
 
 F = TypeVar("F", bound=Callable)
-CPU_CONCURRENCY = 2  # the embedded model is small: two races at once share the cores well enough
+# Runs admitted at once. They take turns on their device (app/compute.py), so this bounds only how
+# many visitors see their place in our line; the rest wait in Gradio's queue, which shows theirs.
+CONCURRENCY = 8
 GPU_DURATION_S = 120  # ZeroGPU's upper bound for one race (the allocation is released when it ends)
 
 
@@ -31,22 +33,6 @@ def on_gpu(fn: F, duration_s: int = GPU_DURATION_S) -> F:
 
 def is_zero_gpu() -> bool:
     return spaces is not None and bool(os.environ.get("SPACES_ZERO_GPU"))
-
-
-def default_concurrency() -> int:
-    """Races at once in this process: 1 on a GPU host, CPU_CONCURRENCY without a GPU.
-
-    Every GPU model is loaded on "cuda", i.e. device 0, whatever the host's GPU count: two races at
-    once would share that one device (and skew each other's compute clocks) while other GPUs idle.
-    """
-    return 1 if torch.cuda.is_available() else CPU_CONCURRENCY
-
-
-def share_cpu_threads(concurrency: int) -> None:
-    """Without a GPU, split the cores between the races that may run at once. Oversubscribed OpenMP
-    threads spin against each other, which can make every step many times slower (and noisier)."""
-    if not torch.cuda.is_available():
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, concurrency)))
 
 
 def free_memory() -> None:

@@ -17,11 +17,13 @@ import gradio as gr
 import torch
 
 from app.banner import STOPPED, banner
+from app.compute import in_turns, waiting_text
 from app.context import AppContext
 from app.gpu import GPU_DURATION_S, free_memory, on_gpu
 from app.sessions import StopFlag
 
 OOM = "Out of GPU memory: try a shorter gen length or prompt."
+WAIT_POLL_S = 0.5  # how often a waiting run checks its stop flag and updates its place in line
 
 
 class TabView:
@@ -52,13 +54,18 @@ class TabView:
 
 
 class TabRunner:
-    """A tab's runs. `decode(model, tokenizer, *args, should_stop=...)` yields the tab's snapshots."""
+    """A tab's runs. `decode(model, tokenizer, *args, should_stop=...)` yields the tab's snapshots.
+
+    A run holds its device's compute queue (app/compute.py) while it loads and decodes: for the whole
+    run, or with `turn_per_snapshot` one turn per snapshot (a sweep, so a race waits for one of its
+    decodes, not all of them)."""
 
     def __init__(self, ctx: AppContext, decode: Callable[..., Iterator], gpu_duration_s: int = GPU_DURATION_S,
-                 oom_message: str = OOM) -> None:
+                 oom_message: str = OOM, turn_per_snapshot: bool = False) -> None:
         self.ctx = ctx
         self.decode = decode
         self.oom_message = oom_message
+        self.turn_per_snapshot = turn_per_snapshot
         self.gpu_snapshots = on_gpu(self.snapshots, gpu_duration_s)  # decorated once, at build time
 
     def snapshots(self, label: str, stop: StopFlag | None, *args) -> Iterator:
@@ -96,15 +103,27 @@ class TabRunner:
     def _stream(self, view: TabView, flag: StopFlag) -> Iterator[tuple]:
         registry = self.ctx.registry
         choice = registry.choice(view.label)
-        if not registry.is_loaded(view.label):
-            yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
-        model, tokenizer = registry.get(view.label)
-        first, args = view.start(model, tokenizer)
-        yield first
-        run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
-        with closed_after(run(view.label, flag, *args)) as snapshots:  # freed if cancelled
-            for snapshot in snapshots:
-                yield view.show(snapshot)  # rendering happens here, between steps, off the clocks
+        queue = self.ctx.compute_queue(choice.device)
+        ticket = queue.join(record=not self.turn_per_snapshot)
+        try:
+            while not queue.wait(ticket, WAIT_POLL_S):
+                if flag.is_set():
+                    return
+                yield view.message(waiting_text(queue.ahead(ticket), queue.estimate_s(ticket)))
+            if not registry.is_loaded(view.label):
+                yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
+            model, tokenizer = registry.get(view.label)
+            first, args = view.start(model, tokenizer)
+            yield first
+            run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
+            with closed_after(run(view.label, flag, *args)) as snapshots:  # freed if cancelled
+                if self.turn_per_snapshot:
+                    queue.leave(ticket)
+                    snapshots = in_turns(queue, snapshots, flag.is_set)
+                for snapshot in snapshots:
+                    yield view.show(snapshot)  # rendering happens here, between steps, off the clocks
+        finally:
+            queue.leave(ticket)
         last = None if flag.is_set() else view.end()
         if last is not None:
             yield last

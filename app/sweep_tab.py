@@ -114,7 +114,7 @@ class SweepView(TabView):
 class SweepTab:
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
-        self.runner = TabRunner(ctx, sweep_snapshots, SWEEP_GPU_DURATION_S, SWEEP_OOM)
+        self.runner = TabRunner(ctx, sweep_snapshots, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True)
 
     def run(
         self, model: str, taus: str, ks: str, problems: float, gen_len: float, block_len: float, steps: float,

@@ -13,7 +13,7 @@ import gradio as gr
 from app.banner import CSS as BANNER_CSS
 from app.context import AppContext
 from app.drift_tab import build_drift_tab
-from app.gpu import default_concurrency
+from app.gpu import CONCURRENCY
 from app.models import ModelRegistry
 from app.race import DEFAULT_THROTTLE_S
 from app.race_tab import build_race_tab
@@ -25,9 +25,9 @@ CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS
 
 
 def build_demo(
-    registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int | None = None
+    registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int = CONCURRENCY
 ) -> gr.Blocks:
-    """The app, queued with `concurrency` runs at once (default: app.gpu.default_concurrency())."""
+    """The app, admitting `concurrency` runs at once (they decode in turn: app/compute.py)."""
     ctx = AppContext(registry, throttle_s=throttle_s)
     with gr.Blocks(title="EntropyCache decode race") as demo:
         with gr.Tabs():
@@ -38,7 +38,7 @@ def build_demo(
             with gr.Tab("Sweep", id="sweep"):  # a picked point loads into both tabs' tau and k
                 build_sweep_tab(ctx, [race.controls["tau"], race.controls["k"], drift.controls["tau"],
                                       drift.controls["k"]])
-    demo.queue(default_concurrency_limit=concurrency or default_concurrency())
+    demo.queue(default_concurrency_limit=concurrency)
     return demo
 
 

@@ -38,17 +38,12 @@ def family(request) -> str:
 
 @pytest.fixture(scope="module")
 def registry():
-    """The app's model registry on the embedded model (or ENTROPYCACHE_MODEL), preloaded, with torch
-    threads split as app.py splits them for two races at once; restored for the other test files."""
-    import app.gpu
+    """The app's model registry on the embedded model (or ENTROPYCACHE_MODEL), preloaded."""
     from app.models import build_registry
 
-    threads = torch.get_num_threads()
-    app.gpu.share_cpu_threads(2)
     reg = build_registry(embedded=os.environ.get("ENTROPYCACHE_MODEL"), cuda=False)
     reg.preload()
-    yield reg
-    torch.set_num_threads(threads)
+    return reg
 
 
 @pytest.fixture

@@ -581,15 +581,6 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
     assert len(flags) == 4 and not any(os.path.exists(f.path) for f in flags) and len(board) == 0
 
 
-def test_one_race_at_a_time_on_a_gpu_host(monkeypatch) -> None:
-    # every GPU model sits on cuda:0, so more GPUs must not mean more races at once
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
-    assert app.gpu.default_concurrency() == 1
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert app.gpu.default_concurrency() == app.gpu.CPU_CONCURRENCY
-
-
 # ---- trace files ------------------------------------------------------------------------------------------
 
 

@@ -26,13 +26,11 @@ from pathlib import Path
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no phoning home from tests
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 import app.drift  # noqa: E402
 import app.race_stream  # noqa: E402
-from app.gpu import share_cpu_threads  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.params import PEER_OWNER  # noqa: E402
 from app.sweep_plots import sweep_table  # noqa: E402
@@ -71,15 +69,12 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def served():
-    threads = torch.get_num_threads()
-    share_cpu_threads(2)  # as app.py does for two races at once
     registry = build_registry(embedded=MODEL, cuda=False)
     registry.preload()
-    demo = build_demo(registry, concurrency=2)
+    demo = build_demo(registry)
     url = launch(demo, "127.0.0.1", free_port())
     yield url, registry
     demo.close()
-    torch.set_num_threads(threads)
 
 
 def args(prompt: str = PROMPTS[0], **overrides) -> dict:
@@ -483,3 +478,4 @@ def test_python_app_py_prints_its_local_url_and_serves_there() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+

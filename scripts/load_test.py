@@ -1,0 +1,162 @@
+"""The app under load: several visitors race at once on loopback; is the speedup they are shown still true?
+
+    python scripts/load_test.py                       # 1, 2, 4, 8 visitors, 3 races each
+    python scripts/load_test.py --visitors 2 --races 2 --memory 0
+    python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
+
+It starts the app in this process on 127.0.0.1 (a free port, the embedded model), then for each
+visitor count runs that many gradio_client visitors at once, each racing the same prompt and settings
+`--races` times, and prints races/s, latency p50/max, and the shown speedup's spread: the largest
+relative distance of any race's speedup from the median speedup of races run alone. Every race's two
+final texts are checked against direct decodes of core. Loopback only; bounded by the counts and by
+--max-seconds, after which it stops by itself. With --memory N it also runs N races in a row and
+reports the process's resident memory after the first 10 and after all N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gradio_client import Client  # noqa: E402
+
+from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.params import PEER_BOUNDS  # noqa: E402
+from app.ui import build_demo, launch  # noqa: E402
+from core.decoder import DecodeConfig, generate  # noqa: E402
+from core.loading import answer_text, chat_prompt_ids  # noqa: E402
+from core.policies import make_policy  # noqa: E402
+from core.tasks.word_problems import make_split  # noqa: E402
+
+SETTINGS = {"policy": "none", "tau": 0.5, "k": 2, "gen_len": 64, "block_len": 32, "steps": 0, "threshold": 0,
+            "temperature": 0, "seed": 0}
+
+
+@dataclass
+class Level:
+    visitors: int
+    races: int
+    wall_s: float
+    latencies: list[float]
+    speedups: list[float]
+    wrong: int  # races whose final texts differ from the direct decodes
+
+    @property
+    def races_per_s(self) -> float:
+        return self.races / self.wall_s
+
+    def spread(self, alone: float) -> float:
+        return max(abs(s - alone) / alone for s in self.speedups)
+
+
+def race_args(prompt: str) -> dict:
+    peers = {name: b.default for name, b in PEER_BOUNDS.items()}
+    return {"prompt": prompt, "model": EMBEDDED_LABEL, **SETTINGS, **peers}
+
+
+def direct_texts(registry, prompt: str) -> list[str]:
+    """The final texts of both lanes, decoded by core without the app."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, prompt)
+    config = DecodeConfig(gen_len=SETTINGS["gen_len"], block_len=SETTINGS["block_len"])
+    policies = [make_policy("none"), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
+    return [answer_text(tokenizer, generate(model, ids, p, config)) for p in policies]
+
+
+def run_level(url: str, visitors: int, races: int, prompt: str, expected: list[str], deadline: float) -> Level:
+    """`visitors` clients at once, each racing `races` times (or until the deadline)."""
+    latencies, speedups, wrong, lock = [], [], [0], threading.Lock()
+
+    def visitor() -> None:
+        client = Client(url, verbose=False)
+        for _ in range(races):
+            if time.monotonic() > deadline:
+                return
+            start = time.perf_counter()
+            out = client.predict(**race_args(prompt), api_name="/run")
+            took = time.perf_counter() - start
+            trace = json.loads(Path(out[12]).read_text())
+            with lock:
+                latencies.append(took)
+                speedups.append(trace["speedup"])
+                wrong[0] += [out[9] or "", out[10] or ""] != expected
+
+    threads = [threading.Thread(target=visitor) for _ in range(visitors)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return Level(visitors, len(latencies), time.perf_counter() - start, latencies, speedups, wrong[0])
+
+
+def resident_mb() -> float:
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return kb / 1024
+
+
+def serve():
+    """The app on the embedded model, on a free loopback port: (url, registry, demo)."""
+    registry = build_registry(cuda=False)
+    registry.preload()
+    demo = build_demo(registry)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return launch(demo, "127.0.0.1", port), registry, demo
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--visitors", default="1,2,4,8", help="comma list of visitor counts")
+    ap.add_argument("--races", type=int, default=3, help="races per visitor at each count")
+    ap.add_argument("--memory", type=int, default=0, help="then N races in a row, reporting resident memory")
+    ap.add_argument("--max-seconds", type=float, default=900.0, help="stop starting races after this long")
+    args = ap.parse_args(argv)
+    counts = [int(v) for v in args.visitors.split(",")]
+    if min(counts) < 1 or max(counts) > 16 or not 1 <= args.races <= 20:
+        ap.error("--visitors must be in 1..16 and --races in 1..20")
+    if args.memory and not 10 <= args.memory <= 1000:
+        ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
+    deadline = time.monotonic() + args.max_seconds
+    url, registry, demo = serve()
+    try:
+        prompt = make_split("test", 1)[0].prompt
+        expected = direct_texts(registry, prompt)
+        Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")  # warm the server
+        levels = [run_level(url, n, args.races, prompt, expected, deadline) for n in counts]
+        alone = statistics.median(next((lv for lv in levels if lv.visitors == 1), levels[0]).speedups)
+        print(f"speedup alone (median): {alone:.2f}x; cpu threads {os.cpu_count()}")
+        print("| visitors | races | races/s | latency p50 | latency max | speedups shown | spread vs alone | wrong |")
+        print("|---|---|---|---|---|---|---|---|")
+        for lv in levels:
+            shown = ", ".join(f"{s:.2f}" for s in lv.speedups)
+            print(f"| {lv.visitors} | {lv.races} | {lv.races_per_s:.2f} | {statistics.median(lv.latencies):.2f} s | "
+                  f"{max(lv.latencies):.2f} s | {shown} | {lv.spread(alone):.1%} | {lv.wrong} |")
+        if args.memory:
+            client = Client(url, verbose=False)
+            for i in range(args.memory):
+                client.predict(**race_args(prompt), api_name="/run")
+                if i + 1 == 10:
+                    after_10 = resident_mb()
+            end = resident_mb()
+            print(f"resident memory: {after_10:.0f} MB after 10 races, {end:.0f} MB after {args.memory} "
+                  f"({end / after_10 - 1:+.1%})")
+    finally:
+        demo.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Decodes take turns on a device (app/compute.py): first come first served, never two at once, a
+waiting run told its place, a long run one turn per snapshot, a stop while waiting honoured."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+from app.banner import STOPPED
+from app.compute import ComputeQueue, in_turns, waiting_text
+from app.context import AppContext
+from app.runner import TabRunner, TabView
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_first_come_first_served_with_places_and_estimates() -> None:
+    clock = FakeClock()
+    q = ComputeQueue(clock=clock)
+    a, b, c = q.join(), q.join(), q.join()
+    assert [q.ahead(t) for t in (a, b, c)] == [0, 1, 2] and q.wait(a, 0) and not q.wait(b, 0)
+    assert q.estimate_s(c) is None  # no run has finished: no history to estimate from
+    clock.now = 4.0
+    q.leave(a)  # held 4 s
+    assert q.wait(b, 0) and q.ahead(c) == 1 and q.estimate_s(b) == 0.0
+    clock.now = 5.0  # b has held 1 s of the 4 s a run takes
+    assert q.estimate_s(c) == 3.0
+    d = q.join()
+    assert q.estimate_s(d) == 3.0 + 4.0
+    q.leave(c)  # a waiter may give up its place
+    assert q.ahead(d) == 1 and len(q) == 2
+    q.leave(c)  # twice is harmless
+    assert len(q) == 2
+
+
+def test_slices_do_not_count_in_the_estimate() -> None:
+    clock = FakeClock()
+    q = ComputeQueue(clock=clock)
+    t = q.join(record=False)
+    clock.now = 100.0
+    q.leave(t)
+    assert q.estimate_s(q.join()) is None
+
+
+def test_in_turns_holds_the_queue_for_each_item_only() -> None:
+    q = ComputeQueue()
+    seen = []
+
+    def items():
+        for i in range(3):
+            seen.append((i, len(q)))  # computed while our ticket is in line (and at its head)
+            yield i
+
+    assert list(in_turns(q, items(), lambda: False)) == [0, 1, 2] and len(q) == 0
+    assert [n for _, n in seen] == [1, 1, 1]
+    holder = q.join()
+    stops = iter([False, True])
+    assert list(in_turns(q, items(), lambda: next(stops), poll_s=0.01)) == []  # stopped while waiting
+    assert len(q) == 1 and q.wait(holder, 0)
+
+
+def test_waiting_text_names_the_place_and_the_estimate() -> None:
+    assert waiting_text(1, None).startswith("Waiting for the model: 1 run ahead of yours.")
+    assert "2 runs ahead of yours, about 7 s." in waiting_text(2, 6.6)
+
+
+class View(TabView):
+    n_outputs = 2
+    label = "m"
+
+    def start(self, model, tokenizer):
+        return ("start", None), ()
+
+    def show(self, snapshot):
+        return ("show", snapshot)
+
+    def message(self, text):
+        return (text, None)
+
+
+class Registry:
+    labels = ["m"]
+
+    def choice(self, label):
+        return SimpleNamespace(label=label, device="cpu")
+
+    def is_loaded(self, label):
+        return True
+
+    def get(self, label):
+        return object(), object()
+
+
+def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place() -> None:
+    ctx = AppContext(Registry())
+    ctx.load_warm = lambda label: (object(), object())
+    intervals, lock = [], threading.Lock()
+
+    def decode(model, tokenizer, should_stop):
+        for i in range(5):
+            start = time.perf_counter()
+            time.sleep(0.15)  # a step's compute: a's run lasts longer than one poll of b's wait
+            with lock:
+                intervals.append((start, time.perf_counter()))
+            yield i
+
+    runner = TabRunner(ctx, decode)
+    outputs = {}
+
+    def visit(name: str) -> None:
+        outputs[name] = list(runner.run(SimpleNamespace(session_hash=name), View))
+
+    first = threading.Thread(target=visit, args=("a",))
+    first.start()
+    time.sleep(0.03)
+    visit("b")
+    first.join()
+    intervals.sort()
+    assert len(intervals) == 10 and all(end <= nxt for (_, end), (nxt, _) in zip(intervals, intervals[1:]))
+    assert outputs["b"][0][0].startswith("Waiting for the model: 1 run ahead of yours")
+    assert [o for o in outputs["a"] if o[0] == "show"] == [("show", i) for i in range(5)]
+    assert len(ctx.compute_queue("cpu")) == 0
+
+
+def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
+    ctx = AppContext(Registry())
+    queue = ctx.compute_queue("cpu")
+    holder = queue.join()
+    runner = TabRunner(ctx, lambda *a, should_stop: iter([1]))
+    me = SimpleNamespace(session_hash="me")
+    run = runner.run(me, View)
+    assert next(run)[0].startswith("Waiting for the model")
+    ctx.stop(me)
+    assert list(run)[-1][0] == STOPPED
+    assert len(queue) == 1 and queue.wait(holder, 0)
+
+
+def test_a_run_with_a_turn_per_snapshot_lets_a_race_in_between() -> None:
+    ctx = AppContext(Registry())
+    ctx.load_warm = lambda label: (object(), object())
+    order = []
+
+    def sweep(model, tokenizer, should_stop):
+        for i in range(6):
+            time.sleep(0.02)
+            order.append(f"sweep {i}")
+            yield i
+
+    def race(model, tokenizer, should_stop):
+        order.append("race")
+        yield 0
+
+    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, sweep, turn_per_snapshot=True).run(None, View)))
+    long_run.start()
+    time.sleep(0.05)
+    list(TabRunner(ctx, race).run(None, View))
+    long_run.join()
+    assert order.index("race") < order.index("sweep 5") and len(order) == 7
