@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from core.decoder import DecodeConfig, generate
 from core.events import Totals
-from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, unknown_words
+from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
 from core.policies import POLICIES, make_policy
 
 DECODE_ARGS = {"gen_len": int, "block_len": int, "steps": int, "threshold": float, "temperature": float, "seed": int}
@@ -181,7 +181,7 @@ class EntropyCacheLM(LM):
         unknown = unknown_words(self.tokenizer, context)
         if unknown:
             raise UnknownWordsError(unknown, len(self.tokenizer))
-        return self.tokenizer(context, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        return text_ids(self.tokenizer, context, split_special_tokens=True)
 
     def _decode(self, ids: list[int], policy: str, params: dict) -> str:
         last = generate(self.model, ids, make_policy(policy, **params), self.config)
@@ -229,15 +229,10 @@ def render_chat(tokenizer, messages: list[dict[str, str]], add_generation_prompt
     ids, rendered, rest = [], "", template
     for message, mark in zip(messages, marks):
         before, rest = rest.split(mark, 1)
-        ids += _ids(tokenizer, before, parse_special=True) + _ids(tokenizer, message["content"], parse_special=False)
+        ids += text_ids(tokenizer, before) + text_ids(tokenizer, message["content"], split_special_tokens=True)
         rendered += before + message["content"]
-    return rendered + rest, ids + _ids(tokenizer, rest, parse_special=True)
+    return rendered + rest, ids + text_ids(tokenizer, rest)
 
-
-def _ids(tokenizer, text: str, parse_special: bool) -> list[int]:
-    if not text:
-        return []
-    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=not parse_special)["input_ids"])
 
 
 def run_cli(argv: list[str]) -> int:

@@ -203,7 +203,7 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     if unknown:
         raise UnknownWordsError(unknown, len(tokenizer))
     before, after = chat_frame(tokenizer)
-    return [*before, *_ids(tokenizer, text, split_special_tokens=True), *after]
+    return [*before, *text_ids(tokenizer, text, split_special_tokens=True), *after]
 
 
 def chat_frame(tokenizer) -> tuple[list[int], list[int]]:
@@ -216,13 +216,14 @@ def chat_frame(tokenizer) -> tuple[list[int], list[int]]:
         [{"role": "user", "content": _PLACEHOLDER}], add_generation_prompt=True, tokenize=False
     )
     before, after = template.split(_PLACEHOLDER)
-    return _ids(tokenizer, before), _ids(tokenizer, after)
+    return text_ids(tokenizer, before), text_ids(tokenizer, after)
 
 
 _PLACEHOLDER = "\x00CONTENT\x00"
 
 
-def _ids(tokenizer, text: str, split_special_tokens: bool = False) -> list[int]:
+def text_ids(tokenizer, text: str, split_special_tokens: bool = False) -> list[int]:
+    """`text` as ids, no special tokens added; written special tokens parsed unless split_special_tokens."""
     if not text:
         return []
     out = tokenizer(text, add_special_tokens=False, split_special_tokens=split_special_tokens)
