@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from core.checkpoint import save_own_model
 from core.config import ModelConfig
+from core.loading import load_model, read_config
 from core.model import DiffusionTransformer
 from core.tasks.word_problems import NUMBERS, make_split
 from core.train_data import GEN_LEN, Batch, make_batch, pick_kind, vocabulary
@@ -89,6 +90,34 @@ def init_number_rows(model: DiffusionTransformer, number_ids: list[int], mix: fl
         weight[ids] = blended / blended.norm(dim=1, keepdim=True) * norm
 
 
+@torch.no_grad()
+def warm_start(model: DiffusionTransformer, tokenizer, folder: Path) -> list[str]:
+    """Copy a trained own model's weights into `model`: every layer as it is, and the embedding and
+    output rows of each token both tokenizers have (matched by the token, as the vocabularies are
+    sorted). Tokens new to `model` keep their fresh init. Returns the new tokens.
+
+    Why: a model that already solves word problems 0-shot only has to learn the k-shot format and the
+    stories, instead of learning arithmetic again inside a mixture of three tasks."""
+    old, old_tokenizer = load_model(folder)
+    shapes = {k: (v.shape, old.state_dict()[k].shape) for k, v in model.state_dict().items()}
+    for name, (new_shape, old_shape) in shapes.items():
+        if name not in ("embed.weight", "lm_head.weight") and new_shape != old_shape:
+            raise ValueError(f"--init-from {folder}: {name} is {tuple(old_shape)} there, {tuple(new_shape)} here")
+    rows = old_tokenizer.get_vocab()
+    new_tokens = []
+    for name, weight in model.state_dict().items():
+        source = old.state_dict()[name]
+        if name not in ("embed.weight", "lm_head.weight"):
+            weight.copy_(source)
+            continue
+        for token, i in tokenizer.get_vocab().items():
+            if token in rows:
+                weight[i] = source[rows[token]]
+            elif name == "embed.weight":
+                new_tokens.append(token)
+    return sorted(new_tokens)
+
+
 def lr_at(step: int, progress: float, peak: float, warmup: int) -> float:
     """Linear warm-up, then cosine decay to 10% over `progress` (0..1) of the run."""
     if step < warmup:
@@ -144,6 +173,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--batch-tokens", type=int, default=8192, help="tokens per batch (rows of one kind)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--init-from", default=None,
+                    help="start from this own model's weights and architecture (--dim etc. are then its own)")
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--heads", type=int, default=4)
@@ -166,6 +197,12 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # CPU steps several times slower as training went on.
     torch.set_flush_denormal(True)
     tokenizer = build_tokenizer(vocabulary())
+    if args.init_from:  # its architecture, so the weights fit
+        try:
+            shape, _, _ = read_config(Path(args.init_from))
+        except ValueError as e:
+            ap.error(f"--init-from: {e}")
+        args.dim, args.layers, args.heads, args.ffn = shape.dim, shape.n_layers, shape.n_heads, shape.ffn_dim
     try:
         cfg = ModelConfig(
             vocab_size=len(tokenizer),
@@ -182,7 +219,10 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except ValueError as e:  # e.g. --dim not divisible by --heads
         ap.error(str(e))
     model = DiffusionTransformer(cfg)
-    if args.number_init > 0:
+    if args.init_from and not args.resume:
+        new = warm_start(model, tokenizer, Path(args.init_from))
+        print(f"weights from {args.init_from}; {len(new)} new tokens start from a fresh init")
+    elif args.number_init > 0:
         init_number_rows(model, tokenizer.convert_tokens_to_ids(NUMBERS), args.number_init)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state_dir = Path(args.state)

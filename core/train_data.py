@@ -55,6 +55,18 @@ def result_groups(words: list[str], copies: bool = True) -> list[int]:
     return groups
 
 
+STORY_ENTITIES = frozenset(stories.PETS + stories.PLACES + stories.OBJECTS + stories.COLORS + stories.NAMES)
+
+
+def entity_groups(words: list[str]) -> list[int]:
+    """For each story word, a group shared by every mention of the same entity word (the pet, a place,
+    an object, a colour, a name), else 0. Hidden together, the mentions cannot be copied from each
+    other, so the model must read the pet and the place from the prompt and an object from where it
+    was found: the state a decode starts in, with the whole story still masked."""
+    ids: dict[str, int] = {}
+    return [ids.setdefault(w, len(ids) + 1) if w in STORY_ENTITIES else 0 for w in words]
+
+
 class _Row:
     """One sequence being built: content words (each one token), which are targets, their groups."""
 
@@ -97,7 +109,7 @@ def _story_row(rng: random.Random) -> tuple[_Row, _Row]:
     story = stories.make_story(rng, split="train")
     prompt, response = _Row(), _Row()
     prompt.add(story.prompt)
-    response.add(story.answer_text, target=True)
+    response.add(story.answer_text, target=True, groups=entity_groups(story.answer_text.split()))
     return prompt, response
 
 

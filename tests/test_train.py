@@ -180,7 +180,13 @@ def test_story_rows_and_the_mixture():
         story = " ".join(w for w in words[words.index("<|assistant|>") + 1 :] if w != "<|eos|>")
         assert check_story(prompt, story).ok and not is_held_out(prompt)
         assert batch.targets[row, -GEN_LEN:].all() and not batch.targets[row, :-GEN_LEN].any()
-    assert not batch.groups.any()
+        answer = batch.groups[row, -GEN_LEN:]
+        pet = words[words.index("<|user|>") + 8]  # "tell a story about mia and a dog ..."
+        at_pet = [i for i, w in enumerate(words[-GEN_LEN:]) if w == pet]
+        assert len(at_pet) >= 2 and len({int(answer[i]) for i in at_pet}) == 1 and answer[at_pet[0]] > 0
+        at_glue = [i for i, w in enumerate(words[-GEN_LEN:]) if w in ("once", "the", "<|eos|>")]
+        assert not answer[at_glue].any()  # only entity words are tied to their other mentions
+    assert not batch.groups[:, :-GEN_LEN].any()
     kinds = [pick_kind(random.Random(i), 0.35, 0.2, long_words=0.25) for i in range(2000)]
     share = {k: sum(kind == k for kind, _, _ in kinds) / 2000 for k in ("stories", "drills", "words")}
     assert abs(share["stories"] - 0.35) < 0.04 and abs(share["drills"] - 0.2) < 0.04
@@ -241,3 +247,45 @@ def test_bad_numbers_are_refused_before_training(tmp_path, capsys, flag, value, 
     assert exit_info.value.code == 2
     assert f"error: {message}" in capsys.readouterr().err
     assert not (tmp_path / "s").exists() and not (tmp_path / "m").exists()  # nothing trained or saved
+
+
+def test_warm_start_keeps_every_weight_and_matches_embedding_rows_by_token(tmp_path):
+    from core.checkpoint import save_own_model
+    from core.config import ModelConfig
+    from core.model import DiffusionTransformer
+    from core.tasks import word_problems
+    from core.train import warm_start
+
+    def tiny(tokenizer):
+        cfg = ModelConfig(vocab_size=len(tokenizer), dim=32, n_layers=1, n_heads=2, ffn_dim=64,
+                          mask_token_id=tokenizer.mask_token_id, eos_token_ids=(tokenizer.eos_token_id,))
+        return DiffusionTransformer(cfg)
+
+    words_only = build_tokenizer(
+        word_problems.NAMES + word_problems.ITEMS + word_problems.NUMBERS + word_problems.WORDS
+    )
+    torch.manual_seed(0)
+    source = tiny(words_only)
+    save_own_model(source, words_only, tmp_path / "m1", dtype=torch.float32)
+    everything = build_tokenizer(vocabulary())
+    target = tiny(everything)
+    fresh = target.embed.weight.clone()
+    new = warm_start(target, everything, tmp_path / "m1")
+
+    assert new == sorted(set(everything.get_vocab()) - set(words_only.get_vocab())) and "story" in new
+    old_rows, new_rows = words_only.get_vocab(), everything.get_vocab()
+    assert old_rows["="] != new_rows["="]  # the vocabularies are sorted, so shared tokens move
+    for name in ("embed.weight", "lm_head.weight"):
+        for token in ("=", "mia", "12", "<|mask|>"):
+            assert torch.equal(target.state_dict()[name][new_rows[token]], source.state_dict()[name][old_rows[token]])
+    assert torch.equal(target.embed.weight[new_rows["story"]], fresh[new_rows["story"]])
+    for name, weight in target.state_dict().items():
+        if name not in ("embed.weight", "lm_head.weight"):
+            assert torch.equal(weight, source.state_dict()[name]), name
+
+
+def test_init_from_a_folder_without_a_model_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        train(["--init-from", str(tmp_path), "--out", str(tmp_path / "out"), *TINY])
+    assert exit_.value.code == 2
+    assert f"--init-from: {tmp_path} has no config.json" in capsys.readouterr().err
