@@ -20,7 +20,7 @@ from app.banner import banner
 from app.drift_plots import drift_heatmap, drift_scatter, volatility_figure
 from app.params import OURS, RunParams
 from app.race import DEFAULT_THROTTLE_S
-from app.text_view import TokenText, render_text
+from app.text_view import TokenText, confidence_by_position, render_text
 from core.decoder import decode
 from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent
@@ -103,7 +103,8 @@ class DriftRenderer:
         curve = volatility_curve(list(events))
         return DriftUpdate(
             banner_html=self._banner(events, stats, message, finished),
-            text_html=render_text(events[-1] if events else None, self.text, self.params.gen_len),
+            text_html=render_text(events[-1] if events else None, self.text, self.params.gen_len,
+                                  confidence_by_position(events)),
             scatter_fig=drift_scatter(stats, self.tau),
             heatmap_fig=drift_heatmap(list(events), self.n_layers, self.max_steps),
             volatility_fig=volatility_figure(curve),

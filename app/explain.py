@@ -1,7 +1,7 @@
 """A plain-language account of one decode step, made from its StepEvent and the next one (markdown).
 
 It says what the step did (full or partial, and the policy's own reason), how much of the cache it
-computed and reused, which tokens it unmasked with their entropies, and what the next step did and
+computed and reused, which tokens it unmasked with their confidence and entropy, and what the next step did and
 why, in that step's own reason. Nothing here knows a policy's rule: whatever the policy decided is in
 the events. No gradio here; token text and reasons are HTML-escaped (a model may emit markup).
 """
@@ -48,10 +48,10 @@ def _check(event: object) -> None:
     if not isinstance(event, StepEvent):
         raise TypeError(f"explain_step needs a StepEvent, got {type(event).__name__}")
     n = len(event.unmasked)
-    if len(event.unmasked_tokens) != n or len(event.entropies) != n:
+    if len(event.unmasked_tokens) != n or len(event.entropies) != n or len(event.confidences) not in (0, n):
         raise ValueError(
             f"inconsistent step {event.step}: {n} unmasked positions, {len(event.unmasked_tokens)} tokens, "
-            f"{len(event.entropies)} entropies"
+            f"{len(event.entropies)} entropies, {len(event.confidences)} confidences"
         )
     length = event.prompt_len + len(event.tokens)
     if length <= 0 or len(event.rows) > length:
@@ -66,8 +66,9 @@ def _piece(tokenizer, token_id: int) -> str:
 def _unmasked(event: StepEvent, tokenizer) -> str:
     if not event.unmasked:
         return "It unmasked no token."
-    items = [f"{_piece(tokenizer, tok)} at position {pos - event.prompt_len} (entropy {ent:.3f} nats)"
-             for pos, tok, ent in zip(event.unmasked, event.unmasked_tokens, event.entropies)]
+    sure = [f"confidence {c:.0%}, " for c in event.confidences] or [""] * len(event.unmasked)  # older events: none
+    items = [f"{_piece(tokenizer, tok)} at position {pos - event.prompt_len} ({c}entropy {ent:.3f} nats)"
+             for pos, tok, c, ent in zip(event.unmasked, event.unmasked_tokens, sure, event.entropies)]
     if len(items) == 1:
         return f"It unmasked 1 token: {items[0]}."
     return f"It unmasked {len(items)} tokens: " + "; ".join(items) + f"; the highest entropy {event.max_entropy:.3f}."

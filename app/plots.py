@@ -18,11 +18,14 @@ TAU_COLOR = "#ff7f0e"
 # position x step cells: -1 step not taken yet, 0 row reused from the cache, 1 recomputed, 2 unmasked
 ROW_SCALE = [[0, "#ffffff"], [0.25, "#ffffff"], [0.25, "#e4e7ec"], [0.5, "#e4e7ec"], [0.5, "#2f6fed"],
              [0.75, "#2f6fed"], [0.75, "#ffb000"], [1, "#ffb000"]]
+CURSOR_COLOR = "#2ca02c"
 MARGIN = dict(l=50, r=20, t=40, b=40)
 
 
-def entropy_figure(events: list[StepEvent], tau: float, max_steps: int, title: str = "") -> go.Figure:
-    """Max entropy of the tokens unmasked at each step, the tau line, and full-recompute steps."""
+def entropy_figure(events: list[StepEvent], tau: float, max_steps: int, title: str = "",
+                   cursor: int | None = None) -> go.Figure:
+    """Max entropy of the tokens unmasked at each step, the tau line, and full-recompute steps; a
+    replay's `cursor` step marked by a vertical line."""
     steps = [e.step for e in events]
     ent = [e.max_entropy for e in events]
     full = [e for e in events if e.full]
@@ -38,6 +41,9 @@ def entropy_figure(events: list[StepEvent], tau: float, max_steps: int, title: s
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom", font=dict(size=10)),
                       xaxis=dict(title="step", range=[-0.5, max_steps - 0.5]),
                       yaxis=dict(title="nats", range=[0, top * 1.05]), template="plotly_white")
+    if cursor is not None:
+        fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), annotation_text=f"step {cursor}",
+                      annotation_position="top left")
     return fig
 
 
@@ -61,8 +67,10 @@ def row_matrix(events: list[StepEvent], max_steps: int, length: int) -> np.ndarr
     return z
 
 
-def rows_figure(events: list[StepEvent], n_layers: int, max_steps: int, length: int, prompt_len: int) -> go.Figure:
-    """Two heatmaps over steps: per layer, the share of rows recomputed; per position, which rows."""
+def rows_figure(events: list[StepEvent], n_layers: int, max_steps: int, length: int, prompt_len: int,
+                cursor: int | None = None) -> go.Figure:
+    """Two heatmaps over steps: per layer, the share of rows recomputed; per position, which rows; a
+    replay's `cursor` step marked on both."""
     fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.12, shared_xaxes=True,
                         subplot_titles=("rows recomputed per layer (share of sequence)",
                                         "which rows: reused / recomputed / unmasked"))
@@ -79,4 +87,7 @@ def rows_figure(events: list[StepEvent], n_layers: int, max_steps: int, length: 
     fig.update_yaxes(title_text="position", range=[length - 0.5, -0.5], row=2, col=1)
     fig.update_layout(height=420, margin=MARGIN, template="plotly_white")
     fig.update_annotations(font_size=12)
+    if cursor is not None:
+        for row in (1, 2):
+            fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), row=row, col=1)
     return fig

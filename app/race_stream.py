@@ -8,7 +8,7 @@ decoder yields events, this module only reads them. No gradio here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -17,8 +17,8 @@ from app.params import RunParams
 from app.plots import entropy_figure, rows_figure
 from app.race import DEFAULT_THROTTLE_S, Lane, Snapshot, race
 from app.speed import banner_html, speed_html, speedup, summary_rows
-from app.text_view import TokenText, render_text
-from app.trace import TRACE_DIR, trace_dict, write_trace
+from app.text_view import TokenText, confidence_by_position, render_text
+from app.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
 from core.decoder import decode
 from core.loading import answer_text, chat_prompt_ids
 
@@ -62,33 +62,48 @@ def race_snapshots(
     yield from race(decoders, (compared.describe(), ours.describe()), throttle_s, should_stop)
 
 
-class Renderer:
-    """Snapshots -> Updates for one run; a lane that has not moved since the last update is not redrawn."""
+@dataclass(frozen=True)
+class Layout:
+    """What drawing a race takes besides its events, alike for a live race and a replayed trace."""
 
-    def __init__(self, model, tokenizer, params: RunParams, trace_dir: Path = TRACE_DIR) -> None:
+    text: TokenText
+    gen_len: int
+    tau: float
+    max_steps: int  # the plots' step axis
+    n_layers: int
+    prompt_len: int
+    policies: tuple[str, str]
+
+    @property
+    def length(self) -> int:
+        return self.prompt_len + self.gen_len
+
+    @classmethod
+    def for_run(cls, model, tokenizer, params: RunParams, prompt_len: int) -> Layout:
         cfg = model.config
-        self.params = params
-        self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # both decoders get these very ids
-        self.length = len(self.prompt_ids) + params.gen_len
         # With a threshold a block runs until it is done (at least one token a step), so the plots must
         # span gen_len steps whatever `steps` holds; otherwise they would cut the race short.
-        self.max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
-        self.n_layers = cfg.n_layers
-        self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
-        self.policies = tuple(p.describe() for p in params.make_policies())
-        self.trace_dir = trace_dir
+        max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
+        return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), params.gen_len, params.tau, max_steps,
+                   cfg.n_layers, prompt_len, tuple(p.describe() for p in params.make_policies()))
+
+
+class Renderer:
+    """Snapshots -> Updates; a lane that has not moved since the last update is not redrawn. With
+    `cursor` (a replay) the plots mark each lane's latest step."""
+
+    def __init__(self, layout: Layout, cursor: bool = False) -> None:
+        self.layout = layout
+        self.cursor = cursor
         self._cache: dict[int, tuple[int, int, LaneView]] = {}
 
-    def update(self, snap: Snapshot) -> Update:
+    def update(self, snap: Snapshot, message: str = "") -> Update:
         base, ours = snap.lanes
-        views = (self._lane(0, base), self._lane(1, ours))
-        final = self.final(snap) if snap.finished else None
-        return Update(banner_html(base, ours), views, final)
+        return Update(banner_html(base, ours, message), (self._lane(0, base), self._lane(1, ours)))
 
     def empty(self, message: str) -> Update:
         """Before the first step: all masks, empty plots, a message in the banner."""
-        lanes = (Lane(self.policies[0]), Lane(self.policies[1]))
+        lanes = (Lane(self.layout.policies[0]), Lane(self.layout.policies[1]))
         return Update(banner_html(*lanes, message=message), (self._lane(0, lanes[0]), self._lane(1, lanes[1])))
 
     def _lane(self, i: int, lane: Lane) -> LaneView:
@@ -96,20 +111,37 @@ class Renderer:
         cached = self._cache.get(i)
         if cached and cached[:2] == key:
             return cached[2]
+        lay = self.layout
+        cursor = lane.last.step if self.cursor and lane.last else None
         view = LaneView(
-            speed_html=speed_html(lane, SIDES[i], self.policies[i]),
-            text_html=render_text(lane.last, self.text, self.params.gen_len),
-            entropy_fig=entropy_figure(lane.events, self.params.tau, self.max_steps, f"Entropy: {self.policies[i]}"),
-            rows_fig=rows_figure(lane.events, self.n_layers, self.max_steps, self.length, len(self.prompt_ids)),
+            speed_html=speed_html(lane, SIDES[i], lay.policies[i]),
+            text_html=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
+            entropy_fig=entropy_figure(lane.events, lay.tau, lay.max_steps, f"Entropy: {lay.policies[i]}", cursor),
+            rows_fig=rows_figure(lane.events, lay.n_layers, lay.max_steps, lay.length, lay.prompt_len, cursor),
             tokens=list(lane.last.tokens) if lane.last else [],
         )
         self._cache[i] = (*key, view)
         return view
 
+
+class RaceRenderer(Renderer):
+    """A live race's renderer: its last update also carries the results and the written trace."""
+
+    def __init__(self, model, tokenizer, params: RunParams, trace_dir: Path = TRACE_DIR) -> None:
+        self.params = params
+        self.tokenizer = tokenizer
+        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # both decoders get these very ids
+        super().__init__(Layout.for_run(model, tokenizer, params, len(self.prompt_ids)))
+        self.trace_dir = trace_dir
+
+    def update(self, snap: Snapshot, message: str = "") -> Update:
+        update = super().update(snap, message)
+        return replace(update, final=self.final(snap)) if snap.finished else update
+
     def final(self, snap: Snapshot) -> Final:
         base, ours = snap.lanes
+        lay = self.layout
         texts = tuple(answer_text(self.tokenizer, la.last) for la in (base, ours))
-        data = trace_dict(self.params.to_dict(), self.prompt_ids, (base, ours), self.policies, texts,
-                          speedup(base, ours))
-        return Final(texts, summary_rows(base, ours, self.policies), write_trace(data, self.trace_dir))
-
+        data = trace_dict(self.params.to_dict(), self.prompt_ids, (base, ours), lay.policies, texts,
+                          speedup(base, ours), TraceModel.of(lay, base, ours))
+        return Final(texts, summary_rows(base, ours, lay.policies), write_trace(data, self.trace_dir))

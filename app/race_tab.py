@@ -16,7 +16,8 @@ from app.banner import banner
 from app.context import AppContext
 from app.controls import Inputs, build_inputs, raw_run, run_signature, wire_inputs
 from app.params import RunParams
-from app.race_stream import SIDES, Renderer, Update, race_snapshots
+from app.race_stream import SIDES, RaceRenderer, Update, race_snapshots
+from app.replay_panel import build_replay_panel
 from app.runner import TabRunner, TabView
 from app.speed import SUMMARY_HEADERS
 
@@ -36,13 +37,13 @@ class RaceView(TabView):
     def __init__(self, params: RunParams) -> None:
         self.params = params
         self.label = params.model
-        self.renderer: Renderer | None = None
+        self.renderer: RaceRenderer | None = None
 
     def loading(self, text: str) -> tuple:
         return (banner(text), *(gr.skip(),) * 8, *_cleared())  # the previous run's results go at once
 
     def start(self, model, tokenizer) -> tuple[tuple, tuple]:
-        self.renderer = Renderer(model, tokenizer, self.params)
+        self.renderer = RaceRenderer(model, tokenizer, self.params)
         return outputs(self.renderer.empty("Starting..."), clear_final=True), (self.params, self.renderer.prompt_ids)
 
     def show(self, snapshot) -> tuple:
@@ -85,20 +86,21 @@ def outputs(update: Update, clear_final: bool = False) -> tuple:
     return (update.banner_html, *lanes, *finals)
 
 
-def _panels() -> tuple[gr.HTML, list[gr.components.Component]]:
-    """The banner, then per side: speed panel, text, entropy trace, recomputed-rows heatmaps."""
+def _panels() -> tuple[gr.HTML, list[gr.components.Component], list[gr.Markdown]]:
+    """The banner, then per side: speed panel, text, entropy trace, recomputed-rows heatmaps; and per
+    side the replay's story of the step on screen, under the text."""
     status = gr.HTML(banner("Press Run to start the race."), elem_id="banner")
-    panels = []
+    panels, stories = [], []
     with gr.Row(equal_height=False):
         for i, side in enumerate(SIDES):
             with gr.Column(elem_id=f"lane-{i}"):
+                panels += [gr.HTML(elem_id=f"speed-{i}"), gr.HTML(label=f"{side}: text", elem_id=f"text-{i}")]
+                stories.append(gr.Markdown(elem_id=f"story-{i}"))
                 panels += [
-                    gr.HTML(elem_id=f"speed-{i}"),
-                    gr.HTML(label=f"{side}: text", elem_id=f"text-{i}"),
                     gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{i}"),
                     gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{i}"),
                 ]
-    return status, panels
+    return status, panels, stories
 
 
 def _results() -> list[gr.components.Component]:
@@ -116,6 +118,8 @@ def build_race_tab(ctx: AppContext) -> Inputs:
     tab = RaceTab(ctx)
     gr.Markdown(INTRO)
     ins = build_inputs(ctx.registry)
-    status, panels = _panels()
-    wire_inputs(ins, ctx, tab.run, [status, *panels, *_results()], "run", status)  # the order of `outputs`
+    status, panels, stories = _panels()
+    results = _results()
+    wire_inputs(ins, ctx, tab.run, [status, *panels, *results], "run", status)  # the order of `outputs`
+    build_replay_panel(status, panels, stories, results[-1], ins.run)
     return ins

@@ -1,4 +1,7 @@
-"""The downloadable trace: every event of both decoders and the settings that produced them, as JSON.
+"""The downloadable trace: every event of both decoders and the settings that produced them, as JSON,
+with what a replay needs to draw them (the text of every token in them, the mask and end-of-text
+ids, the layer count), so that a race recorded with any model replays anywhere (app/replay.py; a
+trace is read back strictly by app/trace_reader.py).
 
 Files go to one folder under the system temp dir (where Gradio may serve them from) with a random
 name. Whenever a new one is written, files older than a day go, and then the oldest ones until at most
@@ -12,9 +15,12 @@ import json
 import tempfile
 import time
 import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from app.race import Lane
+
+TRACE_FORMAT = "entropycache-trace/1"
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "entropycache-traces"
 MAX_AGE_S = 24 * 3600
@@ -22,11 +28,31 @@ MAX_FILES = 200
 MAX_BYTES = 200 * 2**20
 
 
+@dataclass(frozen=True)
+class TraceModel:
+    """The model facts a replay draws with: token text by id, the mask and end-of-text ids, layers."""
+
+    mask_id: int
+    eos_ids: list[int]
+    n_layers: int
+    sep: str  # what joins two tokens' text (app/text_view.py)
+    pieces: dict[int, str]  # the text of every token in the trace's events
+
+    @classmethod
+    def of(cls, layout, *lanes: Lane) -> TraceModel:
+        text = layout.text
+        ids = {i for lane in lanes for e in lane.events for i in (*e.tokens, *e.unmasked_tokens)}
+        ids.discard(text.mask_id)
+        return cls(text.mask_id, sorted(text.eos_ids), layout.n_layers, text.sep, text.pieces(sorted(ids)))
+
+
 def trace_dict(
     params: dict, prompt_ids: list[int], lanes: tuple[Lane, Lane], policies: tuple[str, str], texts: tuple[str, str],
-    speedup: float | None,
+    speedup: float | None, model: TraceModel,
 ) -> dict:
     return {
+        "format": TRACE_FORMAT,
+        "model": {**asdict(model), "pieces": {str(i): text for i, text in model.pieces.items()}},
         "settings": params,
         "prompt_ids": prompt_ids,
         "speedup": speedup,

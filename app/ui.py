@@ -17,11 +17,13 @@ from app.gpu import CONCURRENCY
 from app.models import ModelRegistry
 from app.race import DEFAULT_THROTTLE_S
 from app.race_tab import build_race_tab
+from app.replay_panel import REPLAY_JS
 from app.speed import CSS as SPEED_CSS
 from app.sweep_tab import SWEEP_JS, build_sweep_tab
 from app.text_view import CSS as TEXT_CSS
 
 CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS
+JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
 
 
 def build_demo(
@@ -45,6 +47,6 @@ def build_demo(
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int | None = None, share: bool = False) -> str:
     """Start serving in the background; returns the local URL. (CSS and the page's script go here:
     Gradio 6 takes them at launch.)"""
-    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, css=CSS, js=SWEEP_JS,
+    demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, css=CSS, js=JS,
                 show_error=False, quiet=True)
     return demo.local_url

@@ -109,6 +109,7 @@ class _Step(NamedTuple):
     unmasked: tuple[int, ...]
     tokens: list[int]
     entropies: tuple[float, ...]
+    confidences: list[float]
     compute_s: float
     decision_s: float
 
@@ -166,6 +167,7 @@ def decode(
                 unmasked=list(result.unmasked),
                 unmasked_tokens=result.tokens,
                 entropies=list(result.entropies),
+                confidences=result.confidences,
                 max_entropy=max(result.entropies, default=0.0),
                 full=result.rows is None,
                 reason=result.reason,
@@ -231,7 +233,8 @@ def _step(
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + (t_end - t1) + signal_s
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
-    return _Step(reason, rows, layer_rows, unmasked, tokens.tolist(), entropies, t_end - t0, decision_s)
+    confidences = probs.gather(1, tokens[:, None]).squeeze(1).tolist()  # reported only: outside the timing
+    return _Step(reason, rows, layer_rows, unmasked, tokens.tolist(), entropies, confidences, t_end - t0, decision_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:

@@ -57,6 +57,7 @@ class StepEvent:
     totals: Totals = field(default_factory=Totals)  # running totals, including this step
     done: bool = False
     block_done: bool = False  # this step unmasked the last masked token of its block
+    confidences: list[float] = field(default_factory=list)  # probability of each unmasked token when chosen
     # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's drift at the
     # start of the step, per layer, and [steps since unmasked, K/V change since last step] per token.
     drift_cos: list[float] | None = None

@@ -35,7 +35,7 @@ from app.controls import CONTROL_NAMES, raw_slider
 from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
 from app.params import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies, parse_params
 from app.race import DEFAULT_THROTTLE_S, race
-from app.race_stream import Renderer, race_snapshots
+from app.race_stream import RaceRenderer, race_snapshots
 from app.race_tab import RaceTab
 from app.sessions import RunBoard, StopFlag
 from app.text_view import TokenText, render_text
@@ -64,7 +64,7 @@ def params_for(registry: ModelRegistry, prompt: str = PROMPT, policy: str = "non
 
 def stream_race(model, tokenizer, params, *, throttle_s: float = DEFAULT_THROTTLE_S, trace_dir=TRACE_DIR):
     """One rendered Update per snapshot of the race (the Race tab's stream, without the session's run)."""
-    renderer = Renderer(model, tokenizer, params, trace_dir)
+    renderer = RaceRenderer(model, tokenizer, params, trace_dir)
     for snap in race_snapshots(model, renderer.prompt_ids, params, throttle_s):
         yield renderer.update(snap)
 
@@ -207,8 +207,8 @@ def test_with_a_threshold_the_plots_span_gen_len_steps(registry) -> None:
     params = params_for(registry, threshold=0.9)
     # steps set as well (only a RunParams built by hand can hold both): it must not cut the plots short
     for p in (params, dataclasses.replace(params, steps=2)):
-        renderer = Renderer(model, tokenizer, p)
-        assert renderer.max_steps == p.gen_len
+        renderer = RaceRenderer(model, tokenizer, p)
+        assert renderer.layout.max_steps == p.gen_len
         assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, p.gen_len - 0.5)
 
 

@@ -192,6 +192,32 @@ BAD = [
 ]
 
 
+def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path) -> None:
+    from gradio_client import handle_file
+
+    from app.replay import Replay
+    from app.trace_reader import read_trace
+
+    url, registry = served
+    client = Client(url, verbose=False)
+    out = client.predict(**args(), api_name="/run")
+    replay = Replay.of(read_trace(Path(out[12]).read_bytes()))
+    loaded = client.predict(handle_file(out[12]), api_name="/replay_load")
+    assert f"Replay loaded: frame 0 of {len(replay)}" in loaded[0] and loaded[-1] == 0
+    n = len(replay) // 2
+    shown = client.predict(n, api_name="/replay_show")  # the session's replay, paused at frame n
+    assert f"Replay paused: frame {n} of {len(replay)}" in shown[0] and shown[-1] == n
+    for lane, count in enumerate(replay.counts(n)):
+        assert f"step {count}: prompt rows recomputed" in shown[2 + 4 * lane]  # each lane's text at its step
+        assert shown[9 + lane].startswith(f"**Step {count - 1}**")
+    with pytest.raises(AppError, match=f"Replay frame must be a whole number from 0 to {len(replay)}; got -1"):
+        client.predict(-1, api_name="/replay_show")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "entropycache-trace/1"}')
+    with pytest.raises(AppError, match="the trace: missing model, settings, prompt_ids, speedup, lanes"):
+        client.predict(handle_file(str(bad)), api_name="/replay_load")
+
+
 def test_client_bad_inputs_come_back_as_clear_errors(served) -> None:
     client = Client(served[0], verbose=False)
     for bad, message in BAD:
@@ -365,6 +391,41 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
         assert [lane["side"] for lane in trace["lanes"]] == ["left", "right"]
         page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, served, tmp_path) -> None:
+    from app.replay import Replay
+    from app.trace_reader import read_trace
+
+    url, _ = served
+    with chromium_page(url) as page:
+        page.locator("#run-btn").click(timeout=60_000)
+        link = page.locator("#trace a[download]")
+        link.wait_for(timeout=120_000)
+        replay = Replay.of(read_trace(page.request.get(link.get_attribute("href")).body()))
+        page.locator("#replay-race").click()
+        page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay loaded: frame 0')",
+                               timeout=30_000)
+        for n in (1, 2, 3, 4, 5):  # right arrow: one frame forward
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(f"document.querySelector('#banner').innerText.includes('frame {n} of')",
+                                   timeout=30_000)
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function("document.querySelector('#banner').innerText.includes('frame 4 of')", timeout=30_000)
+        for lane, count in enumerate(replay.counts(4)):
+            text = page.locator(f"#text-{lane}").inner_text()
+            story = page.locator(f"#story-{lane}").inner_text()
+            if count:
+                assert f"step {count}: prompt rows recomputed" in text and f"Step {count - 1} (block 0)" in story
+            else:
+                assert "No step yet" in story
+        page.get_by_label("100x").check()
+        page.keyboard.press(" ")  # space: play
+        page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay playing at 100x')",
+                               timeout=30_000)
+        page.keyboard.press(" ")  # space: pause
+        page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay paused')", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "replay.png"), full_page=True)
 
 
 def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, served, tmp_path) -> None:

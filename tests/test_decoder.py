@@ -92,6 +92,21 @@ def test_events_report_entropy_of_unmasked_tokens():
             assert e.tokens[pos - e.prompt_len] == tok
 
 
+def test_events_report_the_confidence_each_token_was_chosen_with():
+    model = tiny_model()
+    events = run(model, make_policy("none"), gen_len=8, block_len=8, stop_at_eos=False)
+    x = torch.tensor(PROMPT + [model.config.mask_token_id] * 8)
+    for e in events:  # the exact decoder: each step's logits are one full forward of the sequence so far
+        logits = model.full_logits(x[None])[0].float()
+        logits[:, model.config.mask_token_id] = -math.inf
+        probs = torch.softmax(logits, dim=-1)
+        assert len(e.confidences) == len(e.unmasked)
+        for pos, tok, conf in zip(e.unmasked, e.unmasked_tokens, e.confidences):
+            assert conf == pytest.approx(probs[pos, tok].item(), rel=1e-4)
+            assert tok == probs[pos].argmax()  # temperature 0: the most probable token
+        x[e.unmasked] = torch.tensor(e.unmasked_tokens)
+
+
 def test_threshold_unmasks_several_tokens_per_step():
     model = tiny_model()
     one = run(model, make_policy("none"), gen_len=16, block_len=16, stop_at_eos=False)

@@ -1,0 +1,176 @@
+"""Teaching mode: a recorded race replays from its trace alone, on the scaled compute clock, and a bad
+trace gets a clear error."""
+
+import copy
+import json
+import re
+
+import pytest
+from test_app import params_for, stream_race
+
+from app.models import EMBEDDED_LABEL
+from app.replay import PACES, Replay
+from app.replay_panel import ReplayPanel, check_frame, load_trace_file
+from app.trace_reader import MAX_TRACE_BYTES, read_trace
+
+
+@pytest.fixture(scope="module")
+def recorded(registry, tmp_path_factory) -> dict:
+    """The trace JSON of a real race on the embedded model (no cache vs EntropyCache, gen 32)."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    updates = list(stream_race(model, tokenizer, params_for(registry), trace_dir=tmp_path_factory.mktemp("traces")))
+    return json.loads(updates[-1].final.trace_path.read_text())
+
+
+def replay_of(data: dict) -> Replay:
+    return Replay.of(read_trace(json.dumps(data).encode()))
+
+
+def test_a_replay_shows_the_recorded_race_step_by_step_in_compute_order(recorded) -> None:
+    replay = replay_of(recorded)
+    lanes = recorded["lanes"]
+    assert len(replay) == len(lanes[0]["events"]) + len(lanes[1]["events"])
+    ends = [f.clock_s for f in replay.frames]
+    assert ends == sorted(ends)  # the shared clock never runs backwards
+    for n in range(len(replay) + 1):
+        snap = replay.snapshot(n)
+        assert sum(len(lane.events) for lane in snap.lanes) == n
+        for lane, raw in zip(snap.lanes, lanes):  # each lane shows exactly its recorded steps so far
+            assert [e.tokens for e in lane.events] == [e["tokens"] for e in raw["events"][: len(lane.events)]]
+            assert lane.clock == pytest.approx(sum(e["compute_s"] for e in raw["events"][: len(lane.events)]))
+    end = replay.snapshot(len(replay))
+    assert end.finished and [lane.finish_rank for lane in end.lanes] == [lane["finish_rank"] for lane in lanes]
+    assert [lane.events[-1].confidences for lane in end.lanes] == [lane["events"][-1]["confidences"] for lane in lanes]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.now += seconds
+
+
+@pytest.mark.parametrize("pace", PACES)
+def test_replay_timing_scales_the_recorded_compute_times_exactly(recorded, pace) -> None:
+    replay = replay_of(recorded)
+    clock = FakeClock()
+    shown = []
+    for n in replay.play(0, pace, clock=clock, sleep=clock.sleep):
+        shown.append((n, clock.now - 100.0))
+    assert [n for n, _ in shown] == list(range(1, len(replay) + 1))  # every frame, in order
+    scale = {"1x": 1, "10x": 10, "100x": 100}.get(pace)
+    if scale is None:  # one step per second: the median step lasts one second
+        steps = sorted(e["compute_s"] for lane in recorded["lanes"] for e in lane["events"])
+        median = (steps[(len(steps) - 1) // 2] + steps[len(steps) // 2]) / 2
+        scale = 1 / median
+    for (_, at), frame in zip(shown, replay.frames):
+        assert at == pytest.approx(frame.clock_s * scale, rel=1e-9)
+
+
+def test_replay_from_the_middle_and_with_a_throttle_keeps_the_schedule(recorded) -> None:
+    replay = replay_of(recorded)
+    clock = FakeClock()
+    start = len(replay) // 2
+    throttle = replay.wall_s(len(replay), "100x") / 5
+    shown = [(n, clock.now - 100.0) for n in replay.play(start, "100x", throttle, clock=clock, sleep=clock.sleep)]
+    assert shown[-1][0] == len(replay) and all(a < b for (a, _), (b, _) in zip(shown, shown[1:]))
+    origin = replay.wall_s(start, "100x")
+    for n, at in shown:
+        assert replay.wall_s(n, "100x") - origin <= at + 1e-9  # never early
+    assert all(b - a >= throttle - 1e-9 for (_, a), (_, b) in zip(shown, shown[1:]))  # at most one a throttle
+
+
+def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
+    replay = replay_of(recorded)
+    panel = ReplayPanel()
+    n = 7
+    left, right = replay.counts(n)
+    out = panel.step(replay, n, 1)
+    assert out[-2].value == n + 1
+    after = replay.counts(n + 1)
+    lane = replay.frames[n].lane  # frame n+1 is that lane's next step
+    assert after[lane] == (left, right)[lane] + 1 and after[1 - lane] == (left, right)[1 - lane]
+    story = out[9 + lane]
+    assert story.startswith(f"**Step {after[lane] - 1}** (block 0)") and "confidence" in story
+    assert panel.step(replay, 0, -1)[-2].value == 0 and panel.step(replay, len(replay), 1)[-2].value == len(replay)
+    n = next(i for i, f in enumerate(replay.frames) if f.lane == 0) + 1  # the left lane's first step on screen
+    paused = panel.show(replay, n)
+    assert f"Replay paused: frame {n} of" in paused[0] and paused[-2].value == n
+    shown = replay.counts(n)[0]
+    masked = recorded["lanes"][0]["events"][shown - 1]["tokens"].count(recorded["model"]["mask_id"])
+    assert paused[2].count('class="ec-mask') - 1 == masked  # the left lane's text as of its step shown (+ legend)
+    with pytest.raises(ValueError, match=rf"Replay frame must be a whole number from 0 to {len(replay)}; got 999"):
+        check_frame(replay, 999)
+    with pytest.raises(ValueError, match="Nothing to replay yet"):
+        check_frame(None, 0)
+
+
+def test_play_refuses_an_unknown_pace(recorded) -> None:
+    import gradio as gr
+
+    with pytest.raises(gr.Error, match="Pace must be one of: 1x, 10x, 100x, one step per second; got '3x'"):
+        next(ReplayPanel().play(replay_of(recorded), 0, "3x"))
+
+
+def mutate(data: dict, path: str, value) -> dict:
+    out = copy.deepcopy(data)
+    *parents, last = path.split(".")
+    node = out
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node[key]
+    if value is DELETE:
+        del node[last]
+    else:
+        node[int(last) if last.isdigit() else last] = value
+    return out
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("format", "v0", "format: expected 'entropycache-trace/1'"),
+        ("lanes", [], "lanes: expected 2 lanes"),
+        ("lanes.0.side", "right", "lanes[0].side: expected 'left'"),
+        ("lanes.1.events.0.step", 3, "lanes[1].events[0].step: expected 0 (steps in order from 0), got 3"),
+        ("lanes.1.events.0.confidences", [1.5], "lanes[1].events[0].confidences[0]: expected a number from 0 to 1"),
+        ("lanes.1.events.0.entropies", ["x"], "lanes[1].events[0].entropies[0]: expected a number, got text"),
+        ("lanes.0.events.0.compute_s", float("nan"), "lanes[0].events[0].compute_s: expected a number from 0"),
+        ("lanes.0.events.0.rows", [10**6], "lanes[0].events[0].rows[0]: expected 0 to"),
+        ("lanes.0.events.0.tokens", [], "lanes[0].events[0].tokens: expected 32 (settings.gen_len), got 0"),
+        ("lanes.0.events.0.unmasked_tokens", [999_999], "token 999999 has no text in model.pieces"),
+        ("lanes.0.events.0.extra", 1, "lanes[0].events[0]: unknown field 'extra'"),
+        ("lanes.0.events.0.reason", DELETE, "lanes[0].events[0]: missing reason"),
+        ("lanes.0.events.0.done", True, "only the last step may be (and must be) the end of the decode"),
+        ("lanes.0.compute_s", 123.0, "lanes[0].compute_s: 123.0 is not the sum of its steps' compute_s"),
+        ("settings.gen_len", 10**9, "settings.gen_len: gen length must be between 1 and 512, got 1000000000"),
+        ("model.pieces", [], "model.pieces: expected an object, got a list"),
+        ("prompt_ids", "1 2 3", "prompt_ids: expected a list, got text"),
+    ],
+)
+def test_a_malformed_trace_gets_a_clear_error(recorded, path, value, message) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_trace(json.dumps(mutate(recorded, path, value)).encode())
+
+
+def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
+    with pytest.raises(ValueError, match="The trace is not JSON"):
+        read_trace(b"{nope")
+    with pytest.raises(ValueError, match="The trace is not JSON"):
+        read_trace(b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(ValueError, match="expected an object, got a list"):
+        read_trace(b"[]")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (MAX_TRACE_BYTES + 1))
+    with pytest.raises(ValueError, match=f"a trace may be at most {MAX_TRACE_BYTES >> 20} MB"):
+        load_trace_file(str(big))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(recorded))
+    assert len(load_trace_file(str(good))) == len(replay_of(recorded))
