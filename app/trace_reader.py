@@ -221,10 +221,18 @@ def _object(raw: object, where: str, keys: tuple[str, ...] | list[str], optional
 
 
 def _list(raw: object, where: str, max_len: int) -> list:
-    if not isinstance(raw, list):
-        raise ValueError(f"{where}: expected a list, got {_kind(raw)}")
+    return _sized(raw, where, list, max_len, "entries")
+
+
+def _str(raw: object, where: str, max_len: int) -> str:
+    return _sized(raw, where, str, max_len, "characters")
+
+
+def _sized(raw: object, where: str, kind: type, max_len: int, unit: str):
+    if not isinstance(raw, kind):
+        raise ValueError(f"{where}: expected {_kind(kind())}, got {_kind(raw)}")
     if len(raw) > max_len:
-        raise ValueError(f"{where}: at most {max_len} entries, got {len(raw)}")
+        raise ValueError(f"{where}: at most {max_len} {unit}, got {len(raw)}")
     return raw
 
 
@@ -247,14 +255,6 @@ def _number(raw: object, where: str, low: float, high: float) -> float:
 def _bool(raw: object, where: str) -> bool:
     if not isinstance(raw, bool):
         raise ValueError(f"{where}: expected true or false, got {_kind(raw)}")
-    return raw
-
-
-def _str(raw: object, where: str, max_len: int) -> str:
-    if not isinstance(raw, str):
-        raise ValueError(f"{where}: expected text, got {_kind(raw)}")
-    if len(raw) > max_len:
-        raise ValueError(f"{where}: at most {max_len} characters, got {len(raw)}")
     return raw
 
 
