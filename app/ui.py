@@ -21,6 +21,7 @@ from app.replay_panel import REPLAY_JS
 from app.speed import CSS as SPEED_CSS
 from app.sweep_tab import SWEEP_JS, build_sweep_tab
 from app.text_view import CSS as TEXT_CSS
+from app.trace_reader import MAX_TRACE_BYTES
 
 CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
@@ -47,6 +48,7 @@ def build_demo(
 def launch(demo: gr.Blocks, host: str = "127.0.0.1", port: int | None = None, share: bool = False) -> str:
     """Start serving in the background; returns the local URL. (CSS and the page's script go here:
     Gradio 6 takes them at launch.)"""
+    # Uploads (a trace to replay) larger than a trace may be are refused before Gradio stores them.
     demo.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=True, css=CSS, js=JS,
-                show_error=False, quiet=True)
+                max_file_size=MAX_TRACE_BYTES, show_error=False, quiet=True)
     return demo.local_url

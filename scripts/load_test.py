@@ -4,13 +4,15 @@
     python scripts/load_test.py --visitors 2 --races 2 --memory 0
     python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
 
-It starts the app in this process on 127.0.0.1 (a free port, the embedded model), then for each
-visitor count runs that many gradio_client visitors at once, each racing the same prompt and settings
-`--races` times, and prints races/s, latency p50/max, and the shown speedup's spread: the largest
-relative distance of any race's speedup from the median speedup of races run alone. Every race's two
-final texts are checked against direct decodes of core. Loopback only; bounded by the counts and by
---max-seconds, after which it stops by itself. With --memory N it also runs N races in a row and
-reports the process's resident memory after the first 10 and after all N.
+It starts the app (`python app.py`, the embedded model) in a process of its own on 127.0.0.1 and a
+free port, so the visitors' clients, which run here, never share the server's interpreter (in a
+real deployment they are browsers elsewhere). For each visitor count it runs that many gradio_client
+visitors at once, each racing the same prompt and settings `--races` times, and prints races/s,
+latency p50/max, and the shown speedup's spread: the largest relative distance of any race's speedup
+from the median speedup of races run alone. Every race's two final texts are checked against direct
+decodes of core. Loopback only; bounded by the counts and by --max-seconds, after which it stops by
+itself (and stops the server). With --memory N it also runs N races in a row and reports the server's
+resident memory after the first 10 and after all N.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -32,7 +35,6 @@ from gradio_client import Client  # noqa: E402
 
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.params import PEER_BOUNDS  # noqa: E402
-from app.ui import build_demo, launch  # noqa: E402
 from core.decoder import DecodeConfig, generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
@@ -100,21 +102,35 @@ def run_level(url: str, visitors: int, races: int, prompt: str, expected: list[s
     return Level(visitors, len(latencies), time.perf_counter() - start, latencies, speedups, wrong[0])
 
 
-def resident_mb() -> float:
-    with open("/proc/self/status") as f:
+def resident_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
         kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
     return kb / 1024
 
 
-def serve():
-    """The app on the embedded model, on a free loopback port: (url, registry, demo)."""
-    registry = build_registry(cuda=False)
-    registry.preload()
-    demo = build_demo(registry)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def serve(timeout_s: float = 180.0) -> tuple[str, subprocess.Popen]:
+    """`python app.py` on a free loopback port, in its own process: (url, process), once it answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return launch(demo, "127.0.0.1", port), registry, demo
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    server = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+                              env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"app.py exited with code {server.returncode} before serving")
+        try:
+            Client(url, verbose=False)
+            return url, server
+        except Exception:  # not listening yet
+            time.sleep(1)
+    server.kill()
+    raise RuntimeError(f"app.py did not answer within {timeout_s:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,10 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory and not 10 <= args.memory <= 1000:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
-    url, registry, demo = serve()
+    registry = build_registry(cuda=False)  # here only for the direct decodes the results are checked against
+    prompt = make_split("test", 1)[0].prompt
+    expected = direct_texts(registry, prompt)
+    url, server = serve()
     try:
-        prompt = make_split("test", 1)[0].prompt
-        expected = direct_texts(registry, prompt)
         Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")  # warm the server
         levels = [run_level(url, n, args.races, prompt, expected, deadline) for n in counts]
         alone = statistics.median(next((lv for lv in levels if lv.visitors == 1), levels[0]).speedups)
@@ -149,12 +166,13 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.memory):
                 client.predict(**race_args(prompt), api_name="/run")
                 if i + 1 == 10:
-                    after_10 = resident_mb()
-            end = resident_mb()
+                    after_10 = resident_mb(server.pid)
+            end = resident_mb(server.pid)
             print(f"resident memory: {after_10:.0f} MB after 10 races, {end:.0f} MB after {args.memory} "
                   f"({end / after_10 - 1:+.1%})")
     finally:
-        demo.close()
+        server.terminate()
+        server.wait(timeout=30)
     return 0
 
 
