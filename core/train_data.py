@@ -56,15 +56,27 @@ def result_groups(words: list[str], copies: bool = True) -> list[int]:
 
 
 STORY_ENTITIES = frozenset(stories.PETS + stories.PLACES + stories.OBJECTS + stories.COLORS + stories.NAMES)
+GENDER_NOUNS = frozenset(stories.GENDER.values())  # "a girl named ..." opens the story and meets friends
+MAIN_GENDER_WORDS = frozenset([*stories.PRONOUN.values(), *stories.POSSESSIVE.values()])  # only the main's
 
 
 def entity_groups(words: list[str]) -> list[int]:
     """For each story word, a group shared by every mention of the same entity word (the pet, a place,
-    an object, a colour, a name), else 0. Hidden together, the mentions cannot be copied from each
-    other, so the model must read the pet and the place from the prompt and an object from where it
-    was found: the state a decode starts in, with the whole story still masked."""
+    an object, a colour, a name), else 0; the main character's gender words ("a girl" in the opening,
+    every she/he/her/his) share one group too. Hidden together, the mentions cannot be copied from
+    each other, so the model must read the pet and the place from the prompt, the gender from the
+    name, and an object from where it was found: the state a decode starts in, with the whole story
+    still masked."""
     ids: dict[str, int] = {}
-    return [ids.setdefault(w, len(ids) + 1) if w in STORY_ENTITIES else 0 for w in words]
+    opening_gender = next((i for i, w in enumerate(words) if w in GENDER_NOUNS), None)
+
+    def key(i: int, w: str) -> str | None:
+        if w in STORY_ENTITIES:
+            return w
+        return "gender" if w in MAIN_GENDER_WORDS or i == opening_gender else None
+
+    keys = [key(i, w) for i, w in enumerate(words)]
+    return [ids.setdefault(k, len(ids) + 1) if k else 0 for k in keys]
 
 
 class _Row:

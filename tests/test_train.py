@@ -184,6 +184,10 @@ def test_story_rows_and_the_mixture():
         pet = words[words.index("<|user|>") + 8]  # "tell a story about mia and a dog ..."
         at_pet = [i for i, w in enumerate(words[-GEN_LEN:]) if w == pet]
         assert len(at_pet) >= 2 and len({int(answer[i]) for i in at_pet}) == 1 and answer[at_pet[0]] > 0
+        at_gender = [i for i, w in enumerate(words[-GEN_LEN:]) if w in ("she", "he", "her", "his")]
+        opening = next(i for i, w in enumerate(words[-GEN_LEN:]) if w in ("girl", "boy"))
+        assert len({int(answer[i]) for i in [opening, *at_gender]}) == 1 and answer[opening] > 0
+        assert int(answer[opening]) != int(answer[at_pet[0]])
         at_glue = [i for i, w in enumerate(words[-GEN_LEN:]) if w in ("once", "the", "<|eos|>")]
         assert not answer[at_glue].any()  # only entity words are tied to their other mentions
     assert not batch.groups[:, :-GEN_LEN].any()
