@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from app.banner import banner
 from app.drift_plots import drift_heatmap, drift_scatter, volatility_figure
 from app.params import OURS, RunParams
-from app.race import DEFAULT_THROTTLE_S
+from app.race import DEFAULT_THROTTLE_S, Throttle
 from app.text_view import TokenText, confidence_by_position, render_text
 from core.decoder import decode
 from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
@@ -50,12 +50,13 @@ def drift_snapshots(
     model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False, wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[DriftSnapshot]:
-    """The picked policy (`params.picked_policy()`) with a Probe; a snapshot at most every `throttle_s` and at the end.
+    """The picked policy (`params.picked_policy()`) with a Probe; a snapshot after each `throttle_s` of
+    stepping (app.race.Throttle) and at the end.
 
     `should_stop` is polled before each step: when it turns true the decode ends without a further snapshot."""
     decoder = decode(model, prompt_ids, params.picked_policy(), params.decode_config(), before_step=Probe(model))
     events: list[StepEvent] = []
-    last_emit = None
+    throttle = Throttle(throttle_s, wall_clock)
     try:
         while not should_stop():
             event = next(decoder, None)
@@ -64,10 +65,9 @@ def drift_snapshots(
                     yield DriftSnapshot(tuple(events), True)
                 return
             events.append(event)
-            now = wall_clock()
-            if event.done or last_emit is None or now - last_emit >= throttle_s:
-                last_emit = now
+            if event.done or throttle.due():
                 yield DriftSnapshot(tuple(events), bool(event.done))
+                throttle.rendered()
             if event.done:
                 return
     finally:

@@ -6,8 +6,9 @@ the lanes move as if they ran side by side on separate identical devices: the ch
 visibly pulls ahead and finishes first, and the speedup shown is the measured one. Time spent here
 or by the caller between steps (rendering, plotting, network) is never on any clock.
 
-Snapshots come at most every `throttle_s` of wall time (plus one when a lane finishes and one at
-the end), so the caller can render each one without slowing the decoders much. No gradio here.
+Snapshots come after at least `throttle_s` of wall time spent stepping since the caller last got
+control back (plus one when a lane finishes and one at the end), so rendering never takes more
+than its share of a run, however slow a render is. No gradio here.
 """
 
 from __future__ import annotations
@@ -46,6 +47,23 @@ class Snapshot:
     finished: bool  # every lane is done
 
 
+class Throttle:
+    """When the next snapshot is due: once `seconds` of wall time have passed since the caller last got
+    control back. The window opens after the render, so however slow a render is, at least `seconds`
+    of decoding come between two of them."""
+
+    def __init__(self, seconds: float, wall_clock: Callable[[], float] = time.perf_counter) -> None:
+        self.seconds = seconds
+        self.wall_clock = wall_clock
+        self.opened: float | None = None  # None: the first snapshot is due at once
+
+    def due(self) -> bool:
+        return self.opened is None or self.wall_clock() - self.opened >= self.seconds
+
+    def rendered(self) -> None:
+        self.opened = self.wall_clock()
+
+
 def _copy(lane: Lane) -> Lane:
     return Lane(lane.name, list(lane.events), lane.clock, lane.done, lane.finish_rank)
 
@@ -65,7 +83,7 @@ def race(
     if len(decoders) != len(names) or not decoders:
         raise ValueError("one name per decoder, at least one decoder")
     lanes = [Lane(name) for name in names]
-    last_emit = None
+    throttle = Throttle(throttle_s, wall_clock)
     finished_order = 0
     try:
         while not all(lane.done for lane in lanes):
@@ -76,11 +94,10 @@ def race(
             if just_finished:
                 finished_order += 1
                 lanes[i].finish_rank = finished_order
-            now = wall_clock()
             end = all(lane.done for lane in lanes)
-            if just_finished or end or last_emit is None or now - last_emit >= throttle_s:
-                last_emit = now
+            if just_finished or end or throttle.due():
                 yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end)
+                throttle.rendered()
     finally:
         for d in decoders:
             close = getattr(d, "close", None)

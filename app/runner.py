@@ -23,7 +23,7 @@ from app.gpu import GPU_DURATION_S, free_memory, on_gpu
 from app.sessions import StopFlag
 
 OOM = "Out of GPU memory: try a shorter gen length or prompt."
-WAIT_POLL_S = 0.5  # how often a waiting run checks its stop flag and updates its place in line
+WAIT_POLL_S = 0.5  # how often a waiting run checks its stop flag and its place in line
 
 
 class TabView:
@@ -106,10 +106,15 @@ class TabRunner:
         queue = self.ctx.compute_queue(choice.device)
         ticket = queue.join(record=not self.turn_per_snapshot)
         try:
+            shown = None
             while not queue.wait(ticket, WAIT_POLL_S):
                 if flag.is_set():
                     return
-                yield view.message(waiting_text(queue.ahead(ticket), queue.estimate_s(ticket)))
+                # Told again only when the place changes: every update is CPU time taken from the
+                # decode running now, and would show up in its step times.
+                if (ahead := queue.ahead(ticket)) != shown:
+                    shown = ahead
+                    yield view.message(waiting_text(ahead, queue.estimate_s(ticket)))
             if not registry.is_loaded(view.label):
                 yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
             model, tokenizer = registry.get(view.label)

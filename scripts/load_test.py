@@ -1,6 +1,7 @@
 """The app under load: several visitors race at once on loopback; is the speedup they are shown still true?
 
     python scripts/load_test.py                       # 1, 2, 4, 8 visitors, 3 races each
+    python scripts/load_test.py --visitors 1,8,1 --races 4   # load bracketed by races alone
     python scripts/load_test.py --visitors 2 --races 2 --memory 0
     python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
 
@@ -8,8 +9,9 @@ It starts the app (`python app.py`, the embedded model) in a process of its own 
 free port, so the visitors' clients, which run here, never share the server's interpreter (in a
 real deployment they are browsers elsewhere). For each visitor count it runs that many gradio_client
 visitors at once, each racing the same prompt and settings `--races` times, and prints races/s,
-latency p50/max, and the shown speedup's spread: the largest relative distance of any race's speedup
-from the median speedup of races run alone. Every race's two final texts are checked against direct
+latency p50/max, the shown speedup's spread (the largest relative distance of any race's speedup
+from the median speedup of all races run alone), and the CPU time the server and the clients spent
+per race. Every race's two final texts are checked against direct
 decodes of core. Loopback only; bounded by the counts and by --max-seconds, after which it stops by
 itself (and stops the server). With --memory N it also runs N races in a row and reports the server's
 resident memory after the first 10 and after all N.
@@ -52,6 +54,8 @@ class Level:
     latencies: list[float]
     speedups: list[float]
     wrong: int  # races whose final texts differ from the direct decodes
+    server_cpu_s: float = 0.0  # the server's CPU time (every thread) over the level
+    client_cpu_s: float = 0.0  # this process's: the visitors' clients
 
     @property
     def races_per_s(self) -> float:
@@ -100,6 +104,21 @@ def run_level(url: str, visitors: int, races: int, prompt: str, expected: list[s
     for t in threads:
         t.join()
     return Level(visitors, len(latencies), time.perf_counter() - start, latencies, speedups, wrong[0])
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU time so far, user + system, every thread."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured_level(url: str, server_pid: int, *args) -> Level:
+    """run_level, with the CPU time the server and the clients spent on it."""
+    server0, client0 = cpu_s(server_pid), time.process_time()
+    level = run_level(url, *args)
+    level.server_cpu_s, level.client_cpu_s = cpu_s(server_pid) - server0, time.process_time() - client0
+    return level
 
 
 def resident_mb(pid: int) -> float:
@@ -152,15 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     url, server = serve()
     try:
         Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")  # warm the server
-        levels = [run_level(url, n, args.races, prompt, expected, deadline) for n in counts]
-        alone = statistics.median(next((lv for lv in levels if lv.visitors == 1), levels[0]).speedups)
+        levels = [measured_level(url, server.pid, n, args.races, prompt, expected, deadline) for n in counts]
+        # Races alone, pooled over every 1-visitor level (`--visitors 1,8,1` brackets a load level, so
+        # the machine's own drift over the run is in the reference too).
+        alone = statistics.median([s for lv in levels if lv.visitors == 1 for s in lv.speedups] or levels[0].speedups)
         print(f"speedup alone (median): {alone:.2f}x; cpu threads {os.cpu_count()}")
-        print("| visitors | races | races/s | latency p50 | latency max | speedups shown | spread vs alone | wrong |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| visitors | races | races/s | latency p50 | latency max | speedups shown | spread vs alone | wrong "
+              "| CPU s a race: server, clients |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for lv in levels:
             shown = ", ".join(f"{s:.2f}" for s in lv.speedups)
             print(f"| {lv.visitors} | {lv.races} | {lv.races_per_s:.2f} | {statistics.median(lv.latencies):.2f} s | "
-                  f"{max(lv.latencies):.2f} s | {shown} | {lv.spread(alone):.1%} | {lv.wrong} |")
+                  f"{max(lv.latencies):.2f} s | {shown} | {lv.spread(alone):.1%} | {lv.wrong} | "
+                  f"{lv.server_cpu_s / lv.races:.2f}, {lv.client_cpu_s / lv.races:.2f} |")
         if args.memory:
             client = Client(url, verbose=False)
             for i in range(args.memory):

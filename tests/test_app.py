@@ -125,6 +125,26 @@ def test_race_throttles_snapshots_on_wall_time_but_keeps_finishes_and_the_end() 
     assert sum(1 for s in snaps if any(la.done for la in s.lanes)) >= 2  # the first finish is never skipped
 
 
+def test_the_throttle_window_opens_when_the_caller_has_rendered() -> None:
+    """A render slower than the throttle must not turn every step into a snapshot: at least throttle_s
+    of decoding comes between two renders, however long the caller took."""
+    now = [0.0]
+
+    def stepping(n: int):
+        for event in fake_decoder([1.0] * n):
+            now[0] += 0.1  # a step's wall time
+            yield event
+
+    snaps = []
+    for snap in race([stepping(10), stepping(10)], ["a", "b"], throttle_s=0.35, wall_clock=lambda: now[0]):
+        snaps.append(snap)
+        now[0] += 1.0  # rendering the snapshot
+    steps = [sum(len(la.events) for la in s.lanes) for s in snaps]
+    assert steps[-1] == 20 and snaps[-1].finished
+    throttled = [b - a for a, b, s in zip(steps, steps[1:], snaps[1:]) if not any(la.done for la in s.lanes)]
+    assert throttled and min(throttled) == 4  # 0.4 s of steps: the first tick past 0.35 s
+
+
 def test_race_stop_ends_it_and_closes_both_decoders() -> None:
     closed: list[str] = []
     n = iter(range(100))

@@ -306,3 +306,21 @@ def test_task_flags_are_checked_before_the_weights_load(tmp_path, args, message)
             (tmp_path / f.name).write_bytes(f.read_bytes())
     res = bench_cli("--model", str(tmp_path), "--n", "2", *args)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_model_2_candidate_answers_k_shot_problems():
+    """assets/candidates/model2-run3 (docs/EMBEDDED_MODEL.md) loads with its own decode defaults and
+    answers 4-shot held-out problems right (with EntropyCache: the exact decoder takes ~30 s a problem)."""
+    from pathlib import Path
+
+    from core.loading import answer_text
+    from core.tasks import is_correct
+
+    model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run3")
+    config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
+    assert (config.gen_len, config.block_len, model.config.max_seq_len) == (256, 32, 1024)
+    for item in held_out("words", 2, shots=4):
+        ids = chat_prompt_ids(tok, item.prompt)
+        assert len(ids) > 250  # a real k-shot context
+        answer = answer_text(tok, generate(model, ids, make_policy("entropy"), config))
+        assert is_correct(item, answer), answer
