@@ -11,10 +11,10 @@ real deployment they are browsers elsewhere). For each visitor count it runs tha
 visitors at once, each racing the same prompt and settings `--races` times, and prints races/s,
 latency p50/max, the shown speedup's spread (the largest relative distance of any race's speedup
 from the median speedup of all races run alone), and the CPU time the server and the clients spent
-per race. Every race's two final texts are checked against direct
-decodes of core. Loopback only; bounded by the counts and by --max-seconds, after which it stops by
-itself (and stops the server). With --memory N it also runs N races in a row and reports the server's
-resident memory after the first 10 and after all N.
+per race. Every race's two final texts are checked against direct decodes of core. Loopback only;
+bounded by the counts and by --max-seconds, after which it stops by itself (and stops the server).
+With --memory N it also runs N races in a row and reports the server's resident memory after the
+first 10 and after all N.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import tiny_model
@@ -11,9 +12,9 @@ from conftest import tiny_model
 from core.bench import Contender, contenders_from, run_bench
 from core.checkpoint import save_own_model
 from core.decoder import DecodeConfig, decode, generate
-from core.loading import chat_prompt_ids, load_model
+from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
-from core.tasks import held_out
+from core.tasks import held_out, is_correct
 from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS, make_split
 from core.word_tokenizer import build_tokenizer
 
@@ -311,11 +312,6 @@ def test_task_flags_are_checked_before_the_weights_load(tmp_path, args, message)
 def test_the_model_2_candidate_answers_k_shot_problems():
     """assets/candidates/model2-run3 (docs/EMBEDDED_MODEL.md) loads with its own decode defaults and
     answers 4-shot held-out problems right (with EntropyCache: the exact decoder takes ~30 s a problem)."""
-    from pathlib import Path
-
-    from core.loading import answer_text
-    from core.tasks import is_correct
-
     model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run3")
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     assert (config.gen_len, config.block_len, model.config.max_seq_len) == (256, 32, 1024)
