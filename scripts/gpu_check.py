@@ -1,6 +1,6 @@
 """The GPU check: the real-size decoder and the app on one GPU, in one call (issue: GPU check).
 
-    python scripts/gpu_check.py --out "$OUT"            # on the GPU machine, ~5-8 minutes on an H200
+    python scripts/gpu_check.py --out "$OUT"            # on the GPU machine, ~6 minutes on an H200
     python scripts/gpu_check.py --dry-run --out /tmp/x  # the same code on the CPU, tiny shapes, seconds
 
 The GPU machine's image has torch but not gradio: run scripts/gpu_wheels.sh here first, carry .whl,
@@ -341,14 +341,17 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         model = build(shape, device, dry)
         m = dict(weight_gb=weight_bytes(model) / 1e9)
+        report["models"][name] = m
         m["forward"] = forward_part(model, lengths, bytes_per_s, repeats)
-        # Compiling an 8B model takes a minute or two: once, for the first shape only.
-        compiled = compiled_partial(model, sum(lengths[0]), repeats) if not dry and not report["models"] else None
-        m["compiled_partial_ms"] = compiled * 1e3 if compiled else None
+        save(out, report)
         m["end_to_end"] = {mode: end_to_end(model, lengths, blocks, None if mode.startswith("one") else per,
                                             m["forward"]) for mode, (blocks, per) in schedules.items()}
+        save(out, report)
+        # Compiling an 8B model takes a minute or two: once, for the first shape only.
+        compiled = compiled_partial(model, sum(lengths[0]), repeats) if not dry and len(report["models"]) == 1 else None
+        m["compiled_partial_ms"] = compiled * 1e3 if compiled else None
         m["seconds"] = time.time() - t0
-        report["models"][name] = m
+        save(out, report)
         print(f"{name}: done in {m['seconds']:.0f} s", flush=True)
         if name.startswith("LLaDA") and not args.skip_app:
             with tempfile.TemporaryDirectory() as folder:
@@ -360,12 +363,19 @@ def main(argv: list[str] | None = None) -> int:
             del model
             free()
     report.setdefault("app", {"ok": None, "skipped": "--skip-app"})
+    save(out, report)
     report["embedded_bench"] = embedded_bench(device, 2 if dry else 20)
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1) + "\n")
+    save(out, report)
     text = markdown(report)
     (out / "gpu_check.md").write_text(text)
     print(text)
     return 0
+
+
+def save(out: Path, report: dict) -> None:
+    """The report so far, so that a run stopped at its time limit still returns what it measured."""
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"saved at {time.strftime('%H:%M:%S')}: {', '.join(report['models'])}", flush=True)
 
 
 def free() -> None:
