@@ -1,0 +1,51 @@
+"""The short version of scripts/load_test.py: two visitors race at once against the app in its own
+process; every result equals its direct decode, and the speedup each is shown stays near the one
+shown to races run alone.
+
+The bound is 20%, not the issue's 10%: on this 2-core machine races alone already spread up to ~10%
+(the machine's own drift during a 1.8 s race, docs/BENCHMARKS.md "The app under load"), so 10%
+would fail by chance; two visitors measured 4% and 8% here. Before races were queued, four visitors
+at once were shown speedups up to 70% off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOUND = 0.20
+
+
+def _load_test_module():
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["load_test"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
+    lt = _load_test_module()
+    from app.models import build_registry
+    from core.tasks.word_problems import make_split
+
+    prompt = make_split("test", 1)[0].prompt
+    expected = lt.direct_texts(build_registry(cuda=False), prompt)
+    url, server = lt.serve()
+    try:
+        lt.Client(url, verbose=False).predict(**lt.race_args(prompt), api_name="/run")  # warm the server
+        deadline = time.monotonic() + 300
+        alone = lt.run_level(url, 1, 3, prompt, expected, deadline)
+        together = lt.run_level(url, 2, 2, prompt, expected, deadline)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert (alone.races, together.races) == (3, 4), "every race ran before the deadline"
+    assert alone.wrong == 0 and together.wrong == 0
+    reference = statistics.median(alone.speedups)
+    assert together.spread(reference) <= BOUND, (
+        f"speedups shown to two visitors at once {together.speedups} vs {reference:.2f}x alone")
