@@ -183,6 +183,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--number-init", type=float, default=0.5, help="value-feature share of number embeddings at init")
     ap.add_argument("--drills", type=float, default=0.2, help="share of batches that are arithmetic drills")
     ap.add_argument("--stories", type=float, default=0.25, help="share of batches that are stories")
+    ap.add_argument("--block-prefix", type=float, default=0.0,
+                    help="share of story rows cut at a block boundary, later blocks all masks and out of the loss")
     ap.add_argument("--long-words", type=float, default=0.25,
                     help="share of word-problem batches on the full canvas (the rest on a 64-token one)")
     ap.add_argument("--save-every", type=int, default=200)
@@ -252,7 +254,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         rng = random.Random(args.seed * 1_000_003 + step)
         gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
         kind, shots, canvas = pick_kind(rng, args.stories, args.drills, args.long_words)
-        batch = make_batch(tokenizer, rng, args.batch_tokens, kind, shots, held_out, canvas)
+        batch = make_batch(tokenizer, rng, args.batch_tokens, kind, shots, held_out, canvas, args.block_prefix)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, progress, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -291,7 +293,7 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if not (math.isfinite(args.lr) and args.lr > 0):
         ap.error(f"--lr must be a positive number, got {args.lr:g}")
     shares = {"--number-init": args.number_init, "--drills": args.drills, "--stories": args.stories,
-              "--long-words": args.long_words}
+              "--long-words": args.long_words, "--block-prefix": args.block_prefix}
     for flag, share in shares.items():
         if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every batch a drill
             ap.error(f"{flag} must be a share in [0, 1], got {share:g}")

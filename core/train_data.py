@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from core.config import DEFAULT_BLOCK_LEN
 from core.loading import chat_frame
 from core.tasks import stories, word_problems
 
@@ -134,10 +135,11 @@ def _drill_row(rng: random.Random) -> tuple[_Row, _Row]:
 
 
 def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int = 0,
-               held_out: frozenset[str] = frozenset(), canvas: int | None = None) -> Batch:
+               held_out: frozenset[str] = frozenset(), canvas: int | None = None, block_prefix: float = 0.0) -> Batch:
     """A batch of `kind` ('words' with `shots` worked examples, 'stories', 'drills') of about `tokens`
     tokens (at least one row), each response on a `canvas`-token canvas (default: DRILL_LEN for
-    drills, GEN_LEN otherwise). Word problems in `held_out` are never drawn."""
+    drills, GEN_LEN otherwise). Word problems in `held_out` are never drawn. A `block_prefix` share
+    of story rows is cut at a block boundary (`cut_at_block`)."""
     make = {"words": lambda: _words_row(rng, shots, held_out), "stories": lambda: _story_row(rng),
             "drills": lambda: _drill_row(rng)}[kind]
     canvas = canvas or (DRILL_LEN if kind == "drills" else GEN_LEN)
@@ -153,7 +155,10 @@ def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int
         targets = [False] * frame[0] + prompt.targets + [False] * frame[1] + response.targets + [True] * fill
         groups = [0] * frame[0] + prompt.groups + [0] * frame[1] + [g + prompt.n_groups if g else 0
                                                                     for g in response.groups] + [0] * fill
-        rows.append(([*ids, *[eos] * fill], targets, groups))
+        row = ([*ids, *[eos] * fill], targets, groups)
+        if kind == "stories" and block_prefix and rng.random() < block_prefix:
+            row = cut_at_block(row, canvas, len(response.words), tokenizer.mask_token_id, rng)
+        rows.append(row)
     width = max(len(r[0]) for r in rows)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     targets = torch.zeros(len(rows), width, dtype=torch.bool)
@@ -163,6 +168,22 @@ def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int
         targets[i, width - len(row_ids) :] = torch.tensor(row_targets)
         groups[i, width - len(row_ids) :] = torch.tensor(row_groups)
     return Batch(ids, ids != pad, targets, groups, kind, shots)
+
+
+def cut_at_block(row: tuple[list[int], list[bool], list[int]], canvas: int, answer_len: int, mask_id: int,
+                 rng: random.Random, block: int = DEFAULT_BLOCK_LEN) -> tuple[list[int], list[bool], list[int]]:
+    """The row with its canvas cut at a block boundary inside the answer: every position from the cut
+    on is a mask token that the loss never sees. Semi-autoregressive decoding works on one block
+    while every later block is still all masks, a state the t-mask (uniform over the canvas) almost
+    never shows. Without such rows the model never learned to take a story's starting place from
+    the prompt (docs/EMBEDDED_MODEL.md): the later, freely chosen places drown that signal."""
+    ids, targets, groups = row
+    cuts = range(block, min(answer_len, canvas - 1) + 1, block)  # at least one answer word before the cut
+    if not cuts:
+        return row
+    start = len(ids) - canvas + rng.choice(cuts)
+    hidden = len(ids) - start
+    return ids[:start] + [mask_id] * hidden, targets[:start] + [False] * hidden, groups[:start] + [0] * hidden
 
 
 def _ids(tokenizer, words: list[str]) -> list[int]:

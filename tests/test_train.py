@@ -201,6 +201,29 @@ def test_story_rows_and_the_mixture():
     assert {c for k, _, c in kinds if k != "words"} == {GEN_LEN, DRILL_LEN}  # stories long, drills short
 
 
+def test_block_prefix_rows_mask_every_later_block_out_of_the_loss():
+    import random
+
+    tok = build_tokenizer(vocabulary())
+    plain = make_batch(tok, random.Random(4), 4000, "stories")
+    cut = make_batch(tok, random.Random(4), 4000, "stories", block_prefix=1.0)
+    assert not (plain.ids == tok.mask_token_id).any()
+    starts = set()
+    for row in range(cut.ids.shape[0]):
+        canvas = cut.ids[row, -GEN_LEN:]
+        masked = (canvas == tok.mask_token_id).nonzero().flatten().tolist()
+        start = masked[0]
+        assert start % 32 == 0 and start > 0 and masked == list(range(start, GEN_LEN))  # a block boundary on
+        assert not cut.targets[row, -GEN_LEN:][start:].any() and cut.targets[row, -GEN_LEN:][:start].all()
+        assert not cut.groups[row, -GEN_LEN:][start:].any()
+        words = tok.convert_ids_to_tokens(canvas[:start].tolist())
+        assert "<|eos|>" not in words  # the cut is inside the answer: the story goes on behind it
+        starts.add(start)
+    assert len(starts) > 1  # the cut falls on different blocks
+    words_batch = make_batch(tok, random.Random(4), 4000, "words", block_prefix=1.0)
+    assert not (words_batch.ids == tok.mask_token_id).any()  # only stories are cut
+
+
 def test_a_short_word_canvas_holds_the_answer_and_its_padding():
     import random
 
