@@ -8,7 +8,8 @@ and the loss is the cross-entropy on masked tokens weighted by 1/t. Additions, e
 measurably helped (docs/EMBEDDED_MODEL.md): t stratified over the batch and results hidden together
 with their copies (the model must compute a result, not copy it); number embeddings initialised with
 value features (12 starts near 13); a share of the batches arithmetic drills, which show each fact
-far more often per step than word problems. Seeded and resumable: each batch is drawn from a
+far more often per step than word problems; a share of the story rows cut at a block boundary, later
+blocks all masks (the state block-wise decoding is in). Seeded and resumable: each batch is drawn from a
 generator seeded by (seed, step), and --resume continues from the state saved every --save-every
 steps under --state, so a budget may be spent in several runs.
 """
