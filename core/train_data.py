@@ -176,7 +176,7 @@ def cut_at_block(row: tuple[list[int], list[bool], list[int]], canvas: int, answ
     on is a mask token that the loss never sees. Semi-autoregressive decoding works on one block
     while every later block is still all masks, a state the t-mask (uniform over the canvas) almost
     never shows. Without such rows the model never learned to take a story's starting place from
-    the prompt (docs/EMBEDDED_MODEL.md): the later, freely chosen places drown that signal."""
+    the prompt (docs/EMBEDDED_MODEL.md)."""
     ids, targets, groups = row
     cuts = range(block, min(answer_len, canvas - 1) + 1, block)  # at least one answer word before the cut
     if not cuts:
