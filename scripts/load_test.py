@@ -28,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,6 +154,29 @@ def serve(timeout_s: float = 180.0) -> tuple[str, subprocess.Popen]:
     raise RuntimeError(f"app.py did not answer within {timeout_s:.0f} s")
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    pid: int  # the server's process
+    prompt: str  # what every visitor races
+    expected: list[str]  # both lanes' final texts, decoded directly by core
+
+
+@contextmanager
+def served_app() -> Iterator[Served]:
+    """The app serving in its own process, warmed by one race; stopped on the way out."""
+    registry = build_registry(cuda=False)  # here only for the direct decodes the results are checked against
+    prompt = make_split("test", 1)[0].prompt
+    expected = direct_texts(registry, prompt)
+    url, server = serve()
+    try:
+        Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")  # warm the server
+        yield Served(url, server.pid, prompt, expected)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--visitors", default="1,2,4,8", help="comma list of visitor counts")
@@ -165,13 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory and not 10 <= args.memory <= 1000:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
-    registry = build_registry(cuda=False)  # here only for the direct decodes the results are checked against
-    prompt = make_split("test", 1)[0].prompt
-    expected = direct_texts(registry, prompt)
-    url, server = serve()
-    try:
-        Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")  # warm the server
-        levels = [measured_level(url, server.pid, n, args.races, prompt, expected, deadline) for n in counts]
+    with served_app() as app:
+        levels = [measured_level(app.url, app.pid, n, args.races, app.prompt, app.expected, deadline)
+                  for n in counts]
         # Races alone, pooled over every 1-visitor level (`--visitors 1,8,1` brackets a load level, so
         # the machine's own drift over the run is in the reference too).
         alone = statistics.median([s for lv in levels if lv.visitors == 1 for s in lv.speedups] or levels[0].speedups)
@@ -185,17 +206,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{max(lv.latencies):.2f} s | {shown} | {lv.spread(alone):.1%} | {lv.wrong} | "
                   f"{lv.server_cpu_s / lv.races:.2f}, {lv.client_cpu_s / lv.races:.2f} |")
         if args.memory:
-            client = Client(url, verbose=False)
+            client = Client(app.url, verbose=False)
             for i in range(args.memory):
-                client.predict(**race_args(prompt), api_name="/run")
+                client.predict(**race_args(app.prompt), api_name="/run")
                 if i + 1 == 10:
-                    after_10 = resident_mb(server.pid)
-            end = resident_mb(server.pid)
+                    after_10 = resident_mb(app.pid)
+            end = resident_mb(app.pid)
             print(f"resident memory: {after_10:.0f} MB after 10 races, {end:.0f} MB after {args.memory} "
                   f"({end / after_10 - 1:+.1%})")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     return 0
 
 

@@ -30,20 +30,10 @@ def _load_test_module():
 
 def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
     lt = _load_test_module()
-    from app.models import build_registry
-    from core.tasks.word_problems import make_split
-
-    prompt = make_split("test", 1)[0].prompt
-    expected = lt.direct_texts(build_registry(cuda=False), prompt)
-    url, server = lt.serve()
-    try:
-        lt.Client(url, verbose=False).predict(**lt.race_args(prompt), api_name="/run")  # warm the server
-        deadline = time.monotonic() + 300
-        alone = lt.run_level(url, 1, 3, prompt, expected, deadline)
-        together = lt.run_level(url, 2, 2, prompt, expected, deadline)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    deadline = time.monotonic() + 300
+    with lt.served_app() as app:
+        alone = lt.run_level(app.url, 1, 3, app.prompt, app.expected, deadline)
+        together = lt.run_level(app.url, 2, 2, app.prompt, app.expected, deadline)
     assert (alone.races, together.races) == (3, 4), "every race ran before the deadline"
     assert alone.wrong == 0 and together.wrong == 0
     reference = statistics.median(alone.speedups)
