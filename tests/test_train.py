@@ -256,6 +256,7 @@ def test_held_out_problems_are_never_trained():
     [
         ("--drills", "1.5", "--drills must be a share in [0, 1], got 1.5"),
         ("--number-init", "-0.1", "--number-init must be a share in [0, 1], got -0.1"),
+        ("--block-prefix", "1.5", "--block-prefix must be a share in [0, 1], got 1.5"),
         ("--batch-tokens", "0", "--batch-tokens must be a positive integer, got 0"),
         ("--stories", "0.9", "--drills + --stories must be at most 1, got 1.1"),
         ("--pause-after", "0", "--pause-after must be a positive number, got 0"),
