@@ -33,6 +33,7 @@ def test_dry_run_measures_everything_and_races_the_app(tmp_path):
     assert schedules["one token per step"]["tokens_per_step"] == 1
     assert schedules["threshold 0.9"]["tokens_per_step"] > 1
     assert [r["policy"] for r in report["embedded_bench"]] == list(TABLE_ORDER)
+    assert [r["policy"] for r in report["embedded_bench_no_cudnn"]] == list(TABLE_ORDER)
     assert report["app"]["ok"] is True, report["app"]
     assert report["app"]["updates"] >= 1
     text = (tmp_path / "gpu_check.md").read_text()
