@@ -320,3 +320,15 @@ def test_the_model_2_candidate_answers_k_shot_problems():
         assert len(ids) > 250  # a real k-shot context
         answer = answer_text(tok, generate(model, ids, make_policy("entropy"), config))
         assert is_correct(item, answer), answer
+
+
+def test_the_model_2_candidate_writes_a_held_out_story_the_checker_accepts():
+    """assets/candidates/model2-run5 (docs/EMBEDDED_MODEL.md), the exact decoder at its defaults: a
+    held-out story prompt gets a story of 100-230 words that the checker passes."""
+    from core.tasks import stories
+
+    model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run5")
+    story = stories.make_split("test", 2)[1]
+    config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
+    answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
+    assert stories.check_story(story, answer) == (True, ""), answer

@@ -12,15 +12,13 @@ from core.word_tokenizer import build_tokenizer
 
 PROMPT = "tell a story about leo and a dog in the park ."
 GOOD = (
-    "once upon a time , a boy named leo and his dog were in the park . the park was sunny . "
-    "in the park , he found a red ball . then he went to the farm with his dog . the farm was quiet . "
-    "in the farm , he met a girl named mia . mia waved at leo . his dog jumped in the farm . "
-    "next he went to the zoo with his dog and mia . the zoo was big . he showed the red ball to his dog . "
-    "the dog ran . in the zoo , he found a blue hat . later he gave the red ball to mia . mia was happy . "
-    "soon he dropped the blue hat in the zoo . his dog slept in the zoo . in the zoo , he found a green kite . "
-    "mia smiled at leo . then he went to the garden with his dog and mia . the garden was dark . "
-    "his dog sat in the garden . that night , mia went home too . he went home with his dog and the green kite . "
-    "the end ."
+    "once upon a time , a boy named leo and his dog were in the park with his friend mia . the park was sunny . "
+    "in the park , he found a red ball . then he went to the farm with his dog and mia . the farm was quiet . "
+    "mia waved at leo . his dog jumped in the farm . next mia was happy in the farm . "
+    "later he went to the zoo with his dog and mia . the zoo was big . in the zoo , he found a blue hat . "
+    "his dog slept in the zoo . mia smiled at leo . soon he went to the garden with his dog and mia . "
+    "the garden was dark . his dog sat in the garden . in the garden , he found a green kite . "
+    "then mia was glad in the garden . that night , he went home with his dog and mia . the end ."
 )
 
 
@@ -64,21 +62,20 @@ def test_hand_written_story_passes():
     ("old", "new", "reason"),
     [
         ("park , he found", "park , she found", "sentence 3: 'she' but leo is a boy"),
-        ("with his dog .", "with her dog .", "sentence 4: 'her' but leo is a boy"),
+        ("with his dog and mia . the farm", "with her dog and mia . the farm", "sentence 4: 'her' but leo is a boy"),
         ("a boy named leo", "a girl named leo", "sentence 1: 'a girl' but leo is a boy"),
-        ("soon he dropped the blue hat", "soon he dropped the red ball", "drops the red ball leo does not hold"),
-        ("later he gave the red ball", "later he gave the black ball", "gives the black ball leo does not hold"),
-        ("his dog jumped in the farm", "his dog jumped in the park", "sentence 8: in the park but leo is in the farm"),
-        ("the zoo was big", "the farm was big", "the farm but leo went to the zoo"),
-        ("mia waved at leo", "ava waved at leo", "sentence 7: ava is not a friend leo has met"),
-        ("the park was sunny .", "the park was sunny . mia waved at leo .", "sentence 3: mia is not a friend"),
-        ("his dog jumped in the farm", "his dog jumped the farm", "sentence 8: not a sentence of the grammar: his"),
-        ("the dog ran", "the cat ran", "a cat but the pet is a dog"),
-        ("with his dog and mia . the zoo", "with his dog . the zoo", "leo comes without mia"),
-        ("and the green kite .", ".", "the ending lists 0 objects but leo holds 1"),
-        ("and the green kite", "and the blue hat", "sentence 24: ends with the blue hat but leo holds the green kite"),
-        ("he met a girl named mia", "he met a girl named max", "sentence 6: a girl named max is a boy"),
-        ("his dog slept in the zoo .", "in the zoo , he met a boy named tom .", "meets a second friend after mia"),
+        ("his dog jumped in the farm", "his dog jumped in the park", "sentence 7: in the park but leo is in the farm"),
+        ("next mia was happy in the farm", "next mia was happy in the zoo", "sentence 8: in the zoo but leo is"),
+        ("the park was sunny", "the zoo was sunny", "sentence 2: the zoo but leo is in the park"),
+        ("the zoo was big", "the farm was big", "sentence 10: the farm but leo went to the zoo"),
+        ("mia waved at leo", "ava waved at leo", "sentence 6: ava but the friend is mia"),
+        ("with his dog and mia . the zoo", "with his dog and tom . the zoo", "sentence 9: tom but the friend is mia"),
+        ("his friend mia", "his friend leo", "sentence 1: the friend leo is the main character"),
+        ("mia smiled at leo", "mia smiled at tom", "sentence 13: at tom but the main character is leo"),
+        ("his dog jumped in the farm", "his dog jumped the farm", "sentence 7: not a sentence of the grammar: his"),
+        ("his dog slept", "his cat slept", "sentence 12: a cat but the pet is a dog"),
+        ("with his dog and mia . the farm", "with his dog . the farm", "sentence 4: not a sentence of the grammar"),
+        ("home with his dog and mia", "home with his dog and tom", "tom but the friend is mia"),
     ],
 )
 def test_broken_story_fails_with_reason(old, new, reason):
@@ -88,9 +85,9 @@ def test_broken_story_fails_with_reason(old, new, reason):
 
 
 def test_consistent_edits_still_pass():
-    assert check_story(PROMPT, GOOD.replace("green kite", "green hat")).ok  # the blue hat was dropped before
-    assert check_story(PROMPT, GOOD.replace("mia", "ava").replace("girl", "girl")).ok  # another girl friend
-    assert check_story(PROMPT, GOOD.replace("mia", "tom").replace("a girl named", "a boy named")).ok
+    assert check_story(PROMPT, GOOD.replace("mia", "ava")).ok  # another friend, named the same everywhere
+    assert check_story(PROMPT, GOOD.replace("mia", "tom")).ok
+    assert check_story(PROMPT, GOOD.replace("to the zoo", "to the farm").replace("the zoo", "the farm")).ok  # stays
 
 
 def test_truncated_and_padded_stories_fail():
@@ -100,17 +97,17 @@ def test_truncated_and_padded_stories_fail():
     assert "no ending" in check_story(PROMPT, " ".join(words[:-1])).reason
     assert "no ending" in check_story(PROMPT, "").reason
     assert check_story(PROMPT, GOOD.replace("the end .", "the dog ran")).reason == (
-        "sentence 25: not a sentence of the grammar: the dog ran"
+        "sentence 20: not a sentence of the grammar: the dog ran"
     )
     assert check_story(PROMPT, GOOD.replace("the end .", "the end of it .")).reason.startswith(
-        "sentence 25: not a sentence of the grammar: the end of"
+        "sentence 20: not a sentence of the grammar: the end of"
     )
     assert "text after the end" in check_story(PROMPT, GOOD + " the dog ran .").reason
     short = (
-        "once upon a time , a boy named leo and his dog were in the park . the park was sunny . "
-        "that night , he went home with his dog . the end ."
+        "once upon a time , a boy named leo and his dog were in the park with his friend mia . the park was sunny . "
+        "that night , he went home with his dog and mia . the end ."
     )
-    assert check_story(PROMPT, short) == (False, "35 words, outside 100-230")
+    assert check_story(PROMPT, short) == (False, "41 words, outside 100-230")
     long = GOOD.replace("that night", "his dog sat in the garden . " * 12 + "that night")
     assert check_story(PROMPT, long) == (False, f"{len(long.split())} words, outside 100-230")
 
@@ -136,7 +133,7 @@ def test_free_choice_share_in_designed_range():
     assert len(counts) == sum(len(s.answer_text.split()) for s in sample)
     assert statistics.median(c for c in counts if c > 1) >= 4  # choice points have several options
     opening = choice_points(Story(PROMPT, GOOD, "leo", "dog", "park"))[:20]
-    assert opening == [1] * 20  # the opening is fixed by the prompt
+    assert opening == [1] * 19 + [11]  # the prompt fixes the opening up to the friend: any other name
 
 
 def test_vocabulary_fits_the_word_tokenizer(splits):

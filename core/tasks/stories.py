@@ -1,34 +1,39 @@
 """Short stories from a probabilistic grammar, and a checker that grades them.
 
 Why this task: the word problems leave the model almost nothing to choose, so its entropy is flat. A
-story has real free choices (which event comes next, where the character goes, what they find) between
-long runs of tokens that grammar and memory fix (articles, the pronoun of the main character, the
-place they are in now, the objects they hold, the friend they met). Code can still grade it: every
-answer is parsed against the grammar while a state (place, held objects, friend) is tracked.
+story has real free choices (which event comes next, where the character goes, what they find, who
+the friend is) between long runs of tokens that grammar and memory fix (articles, the pronoun of the
+main character, the pet, the place they are in now, the friend's name). Code can still grade it:
+every answer is parsed against the grammar while a state (place, friend) is tracked.
 
     prompt: "tell a story about mia and a dog in the park ."
-    answer: "once upon a time , a girl named mia and her dog were in the park . the park was sunny .
-             in the park , she found a red ball . then she went to the zoo with her dog . the zoo
-             was quiet . ... that night , she went home with her dog and the red ball . the end ."
+    answer: "once upon a time , a girl named mia and her dog were in the park with her friend leo .
+             the park was sunny . in the park , she found a red ball . then she went to the zoo with
+             her dog and leo . the zoo was quiet . ... that night , she went home with her dog and
+             leo . the end ."
 
 Rules the checker enforces (its reason names the first one broken, with the sentence number):
 - every sentence is the grammar's: the story opens with OPENING, goes on with EVENTS and ends with
-  one of ENDINGS ("... . the end ."), with nothing after it, and is 100 to 230 words long;
+  ENDING ("... . the end ."), with nothing after it, and is 100 to 230 words long;
 - the prompt's constraints: the main character, the pet and the starting place are the prompt's;
 - pronouns and possessives ("she"/"he", "her"/"his", "a girl"/"a boy") agree with the main
-  character's gender;
-- "in the X" names the place the character is in now (the start, or the last place gone to);
-- a character can only drop, give or show an object they hold; "found" adds one (at most two held);
-- a friend must be met before being named, is met once, and comes along after (going somewhere and
-  going home name them); the ending lists the objects still held, in the order they were found.
+  character's gender, and the pet is the prompt's wherever it is named;
+- "in the X" and "the X was" name the place the character is in now (the start, or the last place
+  gone to);
+- the friend, chosen in the opening (not the main character), is the one named everywhere after.
+Every rule is a reference: a word that must repeat one value written earlier. The grammar until
+2026-12-04 also had rules that forbid (not going to the place one is in, not finding an object one
+holds, naming a friend only once met) and a changing set (the objects held, dropped and given); the
+5M embedded model learned none of those in its budget, while it learned every single-value
+reference (docs/EMBEDDED_MODEL.md has the measurements), so they were dropped.
 
-Free choices: at each event the generator picks a template uniformly among those the state allows,
-then fills each slot uniformly from what the state allows. `choice_points` replays a story and gives,
-for each answer token, how many different tokens the generator could have written there (free_share
-sums it up). Measured over 1000 stories of each split: 21% of answer tokens are free (2 to 9 options,
-median 6; ~38 free tokens a story: which event, connective, place, color, object, friend, adjective,
-pet's or friend's action), the other 79% forced; answers are 120-230 words, median ~182 (quartiles
-~154 and ~208). WORDS has 88 words, 83 of them beyond core.tasks.word_problems's vocabulary.
+Free choices: at each event the generator picks a template uniformly, then fills each slot uniformly
+from what the state allows. `choice_points` replays a story and gives, for each answer token, how
+many different tokens the generator could have written there (free_share sums it up). Measured over
+1000 stories of each split: 25% of answer tokens are free (2 to 11 options, median 7; ~44 free
+tokens a story: which event, connective, place, look, color, object, the friend, pet's or friend's
+action, feeling), the other 75% forced; answers are 120-230 words, median ~178 (quartiles ~152 and
+~207). WORDS has 84 words, 79 of them beyond core.tasks.word_problems's vocabulary.
 
 Held-out prompts: a prompt (name, pet, place) is held out iff the sum of their list indices is a
 multiple of 6 (96 of 576 prompts; every name, pet and place appears in both splits). make_split draws
@@ -62,12 +67,10 @@ CONNECTIVES = ["then", "next", "later", "soon"]
 PET_ACTS = ["ran", "jumped", "slept", "played", "hid", "sat"]
 FRIEND_ACTS = ["smiled", "laughed", "waved", "looked", "shouted"]  # ... at <main character>
 FEELINGS = ["happy", "glad", "surprised", "excited"]
-MAX_HELD = 2
 MIN_WORDS, MAX_WORDS = 100, 230  # the answer must fit a 256-token canvas with an end-of-text after it
 PROMPT = "tell a story about {name} and a {pet} in the {place} ."
 _GLUE = (
-    "tell a story about and in the . , once upon time named were was found met went to with gave dropped "
-    "showed at that night home too end"
+    "tell a story about and in the . , once upon time named were was found went to with friend at that night home end"
 ).split()
 WORDS = sorted(
     set(
@@ -109,8 +112,7 @@ class State:
     name: str
     pet: str
     place: str
-    held: tuple[str, ...] = ()  # "red ball", in the order found
-    friend: str | None = None
+    friend: str | None = None  # chosen in the opening
 
     @property
     def gender(self) -> str:
@@ -122,21 +124,19 @@ Domain = Callable[[State, dict], list[str]]
 
 @dataclass(frozen=True)
 class Slot:
-    """A place in a template: `words` is what the grammar allows there (each value one word, or
-    'color object' for an object), `domain` what the story's state allows, `why` the reason when a
-    grammatical value is not allowed (formatted with v, the values, the state's fields, the template's verb;
-    or a function of state, values and v)."""
+    """A place in a template: `words` is what the grammar allows there (one word each), `domain` what
+    the story's state allows, `why` the reason when a grammatical value is not allowed (formatted with
+    v, the values so far and the state's fields)."""
 
     words: tuple[str, ...]
     domain: Domain
-    why: str | Callable[[State, dict, str], str] = "'{v}' is not allowed here"
+    why: str = "'{v}' is not allowed here"
 
 
 def _every(words: list[str]) -> Domain:
     return lambda s, f: list(words)
 
 
-_ITEMS = tuple(f"{c} {o}" for c in COLORS for o in OBJECTS)
 SLOTS = {
     "conn": Slot(tuple(CONNECTIVES), _every(CONNECTIVES)),
     "pron": Slot(("she", "he"), lambda s, f: [PRONOUN[s.gender]], "'{v}' but {name} is a {gender}"),
@@ -145,47 +145,29 @@ SLOTS = {
     "main": Slot(tuple(NAMES), lambda s, f: [s.name], "the story is about {v} but the prompt asks for {name}"),
     "main_again": Slot(tuple(NAMES), lambda s, f: [s.name], "at {v} but the main character is {name}"),
     "pet": Slot(tuple(PETS), lambda s, f: [s.pet], "a {v} but the pet is a {pet}"),
-    "pet_again": Slot(tuple(PETS), lambda s, f: [s.pet], "a {v} but the pet is a {pet}"),
     "start": Slot(tuple(PLACES), lambda s, f: [s.place], "starts in the {v} but the prompt asks for the {place}"),
-    "start_again": Slot(tuple(PLACES), lambda s, f: [s.place], "the {v} but the story starts in the {place}"),
     "here": Slot(tuple(PLACES), lambda s, f: [s.place], "in the {v} but {name} is in the {place}"),
-    "to": Slot(tuple(PLACES), lambda s, f: [p for p in PLACES if p != s.place], "goes to the {v} but {name} is there"),
+    "here_again": Slot(tuple(PLACES), lambda s, f: [s.place], "the {v} but {name} is in the {place}"),
+    "to": Slot(tuple(PLACES), _every(PLACES)),
     "to_again": Slot(tuple(PLACES), lambda s, f: [f["to"]], "the {v} but {name} went to the {to}"),
     "look": Slot(tuple(LOOKS), _every(LOOKS)),
     "color": Slot(tuple(COLORS), _every(COLORS)),
-    "thing": Slot(
-        tuple(OBJECTS),
-        lambda s, f: [o for o in OBJECTS if o not in {h.split()[1] for h in s.held}],
-        "finds a {v} but {name} already holds one",
-    ),
-    "held": Slot(_ITEMS, lambda s, f: list(s.held), "{verb} the {v} {name} does not hold"),
-    "held1": Slot(_ITEMS, lambda s, f: list(s.held[:1]), "ends with the {v} but {name} holds {held}"),
-    "held2": Slot(_ITEMS, lambda s, f: list(s.held[1:2]), "ends with the {v} but {name} holds {held}"),
-    "friend": Slot(tuple(NAMES), lambda s, f: [s.friend] if s.friend else [], "{v} is not a friend {name} has met"),
-    "friend_again": Slot(tuple(NAMES), lambda s, f: [f["friend"]], "{v} but the friend is {friend}"),
-    "kid": Slot(("girl", "boy"), _every(["girl", "boy"])),
+    "thing": Slot(tuple(OBJECTS), _every(OBJECTS)),
     "new_friend": Slot(
-        tuple(NAMES),
-        lambda s, f: [n for n in NAMES if GENDER[n] == f["kid"] and n != s.name],
-        lambda s, f, v: f"meets {v}, the main character" if v == s.name else f"a {f['kid']} named {v} is a {GENDER[v]}",
+        tuple(NAMES), lambda s, f: [n for n in NAMES if n != s.name], "the friend {v} is the main character"
     ),
+    "friend": Slot(tuple(NAMES), lambda s, f: [s.friend], "{v} but the friend is {friend}"),
     "pet_act": Slot(tuple(PET_ACTS), _every(PET_ACTS)),
     "friend_act": Slot(tuple(FRIEND_ACTS), _every(FRIEND_ACTS)),
     "feeling": Slot(tuple(FEELINGS), _every(FEELINGS)),
 }
 
 
-def _always(s: State) -> str | None:
-    return None
-
-
 @dataclass(frozen=True)
 class Template:
-    """One event of the grammar: its words ("{slot}" marks a slot), when it is allowed, what it changes."""
+    """One unit of the grammar: its words ("{slot}" marks a slot) and what it changes in the state."""
 
     text: str
-    verb: str = ""  # for the checker's reasons
-    needs: Callable[[State], str | None] = _always  # None if the state allows it, else the reason
     apply: Callable[[State, dict], State] = lambda s, f: s
     parts: tuple[str, ...] = field(init=False)
 
@@ -193,85 +175,32 @@ class Template:
         object.__setattr__(self, "parts", tuple(self.text.split()))
 
 
-def _without(held: tuple[str, ...], item: str) -> tuple[str, ...]:
-    return tuple(h for h in held if h != item)
-
-
-def _no_friend(s: State) -> str | None:
-    return f"{s.name} comes without {s.friend}" if s.friend else None
-
-
-def _has_friend(s: State) -> str | None:
-    return None if s.friend else f"names a friend but {s.name} has met none"
-
-
 OPENING = Template(
-    "once upon a time , a {kid_main} named {main} and {poss} {pet} were in the {start} . the {start_again} was {look} ."
+    "once upon a time , a {kid_main} named {main} and {poss} {pet} were in the {start} with {poss} friend "
+    "{new_friend} . the {here_again} was {look} .",
+    apply=lambda s, f: replace(s, friend=f["new_friend"]),
 )
 EVENTS = [
     Template(
-        "{conn} {pron} went to the {to} with {poss} {pet} . the {to_again} was {look} .",
-        needs=_no_friend,
-        apply=lambda s, f: replace(s, place=f["to"]),
-    ),
-    Template(
         "{conn} {pron} went to the {to} with {poss} {pet} and {friend} . the {to_again} was {look} .",
-        needs=_has_friend,
         apply=lambda s, f: replace(s, place=f["to"]),
     ),
-    Template(
-        "in the {here} , {pron} found a {color} {thing} .",
-        needs=lambda s: f"{s.name} already holds two things" if len(s.held) >= MAX_HELD else None,
-        apply=lambda s, f: replace(s, held=s.held + (f"{f['color']} {f['thing']}",)),
-    ),
-    Template(
-        "{conn} {pron} dropped the {held} in the {here} .",
-        verb="drops",
-        apply=lambda s, f: replace(s, held=_without(s.held, f["held"])),
-    ),
-    Template(
-        "{conn} {pron} gave the {held} to {friend} . {friend_again} was {feeling} .",
-        verb="gives",
-        apply=lambda s, f: replace(s, held=_without(s.held, f["held"])),
-    ),
-    Template("{pron} showed the {held} to {poss} {pet} . the {pet_again} {pet_act} .", verb="shows"),
-    Template(
-        "in the {here} , {pron} met a {kid} named {new_friend} .",
-        needs=lambda s: f"meets a second friend after {s.friend}" if s.friend else None,
-        apply=lambda s, f: replace(s, friend=f["new_friend"]),
-    ),
+    Template("in the {here} , {pron} found a {color} {thing} ."),
     Template("{poss} {pet} {pet_act} in the {here} ."),
     Template("{friend} {friend_act} at {main_again} ."),
+    Template("{conn} {friend} was {feeling} in the {here} ."),
 ]
-
-
-def _make_ending(n_held: int, friend: bool) -> Template:
-    items = "".join(f" and the {{held{i + 1}}}" for i in range(n_held))
-    together = "{friend} went home too . " if friend else ""
-
-    def needs(s: State) -> str | None:
-        if len(s.held) != n_held:
-            return f"the ending lists {n_held} objects but {s.name} holds {len(s.held)}"
-        return _has_friend(s) if friend else _no_friend(s)
-
-    return Template(f"that night , {together}{{pron}} went home with {{poss}} {{pet}}{items} . the end .", needs=needs)
-
-
-ENDINGS = [_make_ending(k, friend) for friend in (False, True) for k in range(MAX_HELD + 1)]
-_MAX_EVENT = max(len(t.parts) + t.text.count("{held") for t in EVENTS)  # an object is two words
-_MAX_ENDING = max(len(t.parts) + t.text.count("{held") for t in ENDINGS)
+ENDING = Template("that night , {pron} went home with {poss} {pet} and {friend} . the end .")
+_MAX_EVENT = max(len(t.parts) for t in EVENTS)
 _MIN_TARGET = 120  # a story ends once its length with the ending reaches a target drawn from [120, MAX_WORDS]
 
 
-def _fill(t: Template, s: State, rng: random.Random) -> dict | None:
-    """A uniform choice at each slot, in order; None if some slot has no allowed value."""
+def _fill(t: Template, s: State, rng: random.Random) -> dict:
+    """A uniform choice at each slot, in order."""
     filled: dict = {}
     for p in t.parts:
         if p.startswith("{") and p[1:-1] not in filled:
-            options = SLOTS[p[1:-1]].domain(s, filled)
-            if not options:
-                return None
-            filled[p[1:-1]] = rng.choice(options)
+            filled[p[1:-1]] = rng.choice(SLOTS[p[1:-1]].domain(s, filled))
     return filled
 
 
@@ -279,21 +208,14 @@ def _render(t: Template, filled: dict) -> list[str]:
     return " ".join(filled[p[1:-1]] if p.startswith("{") else p for p in t.parts).split()
 
 
-def _ending_words(s: State) -> list[str]:
-    """The one ending the state allows (it has no free slot)."""
-    t = next(t for t in ENDINGS if not t.needs(s))
-    return _render(t, _fill(t, s, random.Random(0)))
-
-
 def _may_go_on(n_words: int) -> bool:
-    """Room for one more event of any length and then any ending."""
-    return n_words + _MAX_EVENT + _MAX_ENDING <= MAX_WORDS
+    """Room for one more event of any length and then the ending."""
+    return n_words + _MAX_EVENT + len(ENDING.parts) <= MAX_WORDS
 
 
-def _choices(s: State, n_words: int) -> list[Template]:
-    """The templates the generator may use next (events and/or the ending) by length and state."""
-    pool = (EVENTS if _may_go_on(n_words) else []) + (ENDINGS if n_words + len(_ending_words(s)) >= _MIN_TARGET else [])
-    return [t for t in pool if not t.needs(s) and _fill(t, s, random.Random(0)) is not None]
+def _choices(n_words: int) -> list[Template]:
+    """The units the generator may write next (events and/or the ending), by the story's length."""
+    return (EVENTS if _may_go_on(n_words) else []) + ([ENDING] if n_words + len(ENDING.parts) >= _MIN_TARGET else [])
 
 
 @functools.cache
@@ -317,17 +239,16 @@ def make_story(rng: random.Random, split: str | None = None) -> Story:
         name, pet, place = rng.choice(NAMES), rng.choice(PETS), rng.choice(PLACES)
     else:
         name, pet, place = rng.choice(_prompt_triples(held_out={"train": False, "test": True}[split]))
-    s = State(name, pet, place)
-    words = _render(OPENING, _fill(OPENING, s, rng))
-    target = rng.randint(_MIN_TARGET, MAX_WORDS)
+    s, target, words = State(name, pet, place), rng.randint(_MIN_TARGET, MAX_WORDS), []
+    t = OPENING
     while True:
-        if not _may_go_on(len(words)) or len(words) + len(_ending_words(s)) >= target:
-            words += _ending_words(s)
-            break
-        t = rng.choice([t for t in _choices(s, len(words)) if t not in ENDINGS])
         filled = _fill(t, s, rng)
         words += _render(t, filled)
         s = t.apply(s, filled)
+        if t is ENDING:
+            break
+        ends = not _may_go_on(len(words)) or len(words) + len(ENDING.parts) >= target
+        t = ENDING if ends else rng.choice(EVENTS)
     return Story(PROMPT.format(name=name, pet=pet, place=place), " ".join(words), name, pet, place)
 
 
@@ -364,33 +285,25 @@ def _match(t: Template, words: list[str], i: int) -> tuple[dict, dict, int] | in
     filled, where = {}, {}
     for p in t.parts:
         slot = p[1:-1] if p.startswith("{") else None
-        width = len(SLOTS[slot].words[0].split()) if slot else 1
-        if i + width > len(words):
+        if i >= len(words):
             return len(words)
-        value = " ".join(words[i : i + width])
-        if value not in (SLOTS[slot].words if slot else (p,)):
+        if words[i] not in (SLOTS[slot].words if slot else (p,)):
             return i
         if slot:
-            filled[slot], where[slot] = value, i
-        i += width
+            filled[slot], where[slot] = words[i], i
+        i += 1
     return filled, where, i
 
 
-def _broken(t: Template, s: State, filled: dict, where: dict, start: int) -> tuple[int, str] | None:
+def _broken(s: State, filled: dict, where: dict) -> tuple[int, str] | None:
     """The first state rule a grammatical match breaks: (word index, reason), or None."""
-    reason = t.needs(s)
-    if reason:
-        return start, reason
     # in template order (a domain may read the values before it), but the prompt's character first, so a
     # story about the wrong character says so rather than that its 'a boy' is wrong
     for slot in sorted(filled, key=lambda slot: slot != "main"):
         value, why = filled[slot], SLOTS[slot].why
         if value in SLOTS[slot].domain(s, filled):
             continue
-        if callable(why):
-            return where[slot], why(s, filled, value)
         fields = {**filled, "name": s.name, "gender": s.gender, "place": s.place, "pet": s.pet, "friend": s.friend}
-        fields.update(held=" and ".join(f"the {h}" for h in s.held) or "nothing", verb=t.verb)
         return where[slot], why.format(v=value, **fields)
     return None
 
@@ -414,7 +327,7 @@ def _parse(s: State, words: list[str]) -> Iterator[tuple[State, int, int, Templa
             if isinstance(m, int):
                 far = max(far, m)
                 continue
-            fault = _broken(t, s, m[0], m[1], i)
+            fault = _broken(s, m[0], m[1])
             if fault is None:
                 yield s, i, m[2], t
                 s, i = t.apply(s, m[0]), m[2]
@@ -422,11 +335,11 @@ def _parse(s: State, words: list[str]) -> Iterator[tuple[State, int, int, Templa
             faults.append(fault)
         else:
             raise _Reject(*faults[0]) if faults else _ungrammatical(words, i, far)
-        if t in ENDINGS:
+        if t is ENDING:
             if i < len(words):
                 raise _Reject(i, "text after the end: " + " ".join(words[i : i + 8]))
             return
-        pool = EVENTS + ENDINGS
+        pool = [*EVENTS, ENDING]
 
 
 def check_story(story_or_prompt: Story | str, text: str) -> CheckResult:
@@ -447,19 +360,16 @@ def check_story(story_or_prompt: Story | str, text: str) -> CheckResult:
 def _options(pool: list[Template], s: State, words: list[str]) -> Iterator[int]:
     """For each of `words` (one unit), how many different words the templates in pool could put there,
     given the words before it: a lazy walk over all the fillings the state allows."""
-    branches = [(t, 0, {}, ()) for t in pool]  # (template, next part, values so far, rest of a 2-word value)
+    branches = [(t, 0, {}) for t in pool]  # (template, next part, values so far)
     for w in words:
         nexts: dict[str, list] = {}
-        for t, k, filled, pending in branches:
-            if pending:
-                nexts.setdefault(pending[0], []).append((t, k, filled, pending[1:]))
-            elif k < len(t.parts) and t.parts[k].startswith("{"):
+        for t, k, filled in branches:
+            if k < len(t.parts) and t.parts[k].startswith("{"):
                 slot = t.parts[k][1:-1]
                 for v in SLOTS[slot].domain(s, filled):
-                    first, *rest = v.split()
-                    nexts.setdefault(first, []).append((t, k + 1, {**filled, slot: v}, tuple(rest)))
+                    nexts.setdefault(v, []).append((t, k + 1, {**filled, slot: v}))
             elif k < len(t.parts):
-                nexts.setdefault(t.parts[k], []).append((t, k + 1, filled, ()))
+                nexts.setdefault(t.parts[k], []).append((t, k + 1, filled))
         yield len(nexts)
         branches = nexts[w]
 
@@ -469,7 +379,7 @@ def choice_points(story: Story) -> list[int]:
     words = story.answer_text.split()
     counts: list[int] = []
     for s, start, end, _ in _parse(State(story.name, story.pet, story.place), words):
-        pool = [OPENING] if start == 0 else _choices(s, start)
+        pool = [OPENING] if start == 0 else _choices(start)
         counts += _options(pool, s, words[start:end])
     return counts
 
