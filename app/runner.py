@@ -127,11 +127,13 @@ class TabRunner:
                     snapshots = in_turns(queue, snapshots, flag.is_set)
                 for snapshot in snapshots:
                     yield view.show(snapshot)  # rendering happens here, between steps, off the clocks
+            # The last render, and gradio's encoding of it while this generator waits at the yield, still
+            # hold the turn: after it they would run beside the next visitor's decode and slow its steps.
+            last = None if flag.is_set() else view.end()
+            if last is not None:
+                yield last
         finally:
             queue.leave(ticket)
-        last = None if flag.is_set() else view.end()
-        if last is not None:
-            yield last
 
 
 @contextmanager

@@ -164,13 +164,15 @@ class Served:
 
 @contextmanager
 def served_app() -> Iterator[Served]:
-    """The app serving in its own process, warmed by one race; stopped on the way out."""
+    """The app serving in its own process, warmed by one race alone and one pair at once (a queued race
+    takes paths a lone one never does); stopped on the way out."""
     registry = build_registry(cuda=False)  # here only for the direct decodes the results are checked against
     prompt = make_split("test", 1)[0].prompt
     expected = direct_texts(registry, prompt)
     url, server = serve()
     try:
-        Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")  # warm the server
+        Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")
+        run_level(url, 2, 1, prompt, expected, time.monotonic() + 120)
         yield Served(url, server.pid, prompt, expected)
     finally:
         server.terminate()
