@@ -28,6 +28,7 @@ It writes gpu_check.json and gpu_check.md under --out and prints the table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -117,24 +118,33 @@ def forward_part(model, lengths, bytes_per_s: float, repeats: int) -> list[dict]
     return out
 
 
+def partial_inputs(model, length: int) -> tuple:
+    """The arguments of one partial pass: the last block + k rows of a fresh cache of `length` positions."""
+    device = model.embed.weight.device
+    ids = torch.randint(0, model.config.vocab_size, (1, BLOCK + K), device=device)
+    rows = torch.arange(length - BLOCK - K, length, device=device)
+    return ids, model.new_cache(1, length), rows, torch.tensor([length - 1], device=device)
+
+
+def seconds_per_call(run, device: torch.device, repeats: int) -> float:
+    """Mean seconds of run() over `repeats` calls after three warm-up calls, the device synchronised."""
+    for _ in range(3):
+        run()
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    sync(device)
+    return (time.perf_counter() - t0) / repeats
+
+
 def compiled_partial(model, length: int, repeats: int) -> float | None:
     """A partial pass under torch.compile (dynamic rows), seconds; None if compiling fails here."""
     try:
         compiled = torch.compile(model, dynamic=True)
-        device = model.embed.weight.device
-        ids = torch.randint(0, model.config.vocab_size, (1, BLOCK + K), device=device)
-        rows = torch.arange(length - BLOCK - K, length, device=device)
-        cache = model.new_cache(1, length)
-        logit = torch.tensor([length - 1], device=device)
+        args = partial_inputs(model, length)
         with torch.no_grad():
-            for _ in range(3):
-                compiled(ids, cache, rows, logit)
-            sync(device)
-            t0 = time.perf_counter()
-            for _ in range(repeats):
-                compiled(ids, cache, rows, logit)
-            sync(device)
-        return (time.perf_counter() - t0) / repeats
+            return seconds_per_call(lambda: compiled(*args), model.embed.weight.device, repeats)
     except Exception as e:  # noqa: BLE001 -- report, never fail the whole check on an optional speed-up
         print(f"torch.compile of the partial pass failed: {type(e).__name__}: {e}", file=sys.stderr)
         return None
@@ -146,28 +156,18 @@ def graphed_partial(model, length: int, repeats: int) -> float | None:
     Seconds per pass; None if capturing fails here."""
     try:
         device = model.embed.weight.device
-        ids = torch.randint(0, model.config.vocab_size, (1, BLOCK + K), device=device)
-        rows = torch.arange(length - BLOCK - K, length, device=device)
-        cache = model.new_cache(1, length)
-        logit = torch.tensor([length - 1], device=device)
+        args = partial_inputs(model, length)
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.no_grad():
             with torch.cuda.stream(side):  # warm up off the default stream, as capture requires
                 for _ in range(3):
-                    model(ids, cache, rows, logit)
+                    model(*args)
             torch.cuda.current_stream(device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                model(ids, cache, rows, logit)
-            for _ in range(3):
-                graph.replay()
-            sync(device)
-            t0 = time.perf_counter()
-            for _ in range(repeats):
-                graph.replay()
-            sync(device)
-        return (time.perf_counter() - t0) / repeats
+                model(*args)
+            return seconds_per_call(graph.replay, device, repeats)
     except Exception as e:  # noqa: BLE001 -- report, never fail the whole check on an optional speed-up
         print(f"CUDA graph capture of the partial pass failed: {type(e).__name__}: {e}", file=sys.stderr)
         return None
@@ -235,12 +235,9 @@ def embedded_bench(device: torch.device, n: int, backends: list | None = None) -
     default choice)."""
     model, tokenizer = load_model(None, device=device)
     contenders = [Contender(p, {}) for p in TABLE_ORDER]
-    run = lambda: run_bench(model, tokenizer, held_out("words", n), contenders,  # noqa: E731
-                            DecodeConfig(gen_len=64, block_len=BLOCK), progress=False)
-    if backends is None:
-        return run()
-    with sdpa_kernel(backends):
-        return run()
+    with sdpa_kernel(backends) if backends else contextlib.nullcontext():
+        return run_bench(model, tokenizer, held_out("words", n), contenders, DecodeConfig(gen_len=64, block_len=BLOCK),
+                         progress=False)
 
 
 def write_llada_layout(model: DiffusionTransformer, folder: Path, tokenizer) -> None:

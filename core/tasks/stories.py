@@ -205,7 +205,7 @@ def _fill(t: Template, s: State, rng: random.Random) -> dict:
 
 
 def _render(t: Template, filled: dict) -> list[str]:
-    return " ".join(filled[p[1:-1]] if p.startswith("{") else p for p in t.parts).split()
+    return [filled[p[1:-1]] if p.startswith("{") else p for p in t.parts]
 
 
 def _may_go_on(n_words: int) -> bool:
