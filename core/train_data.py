@@ -56,7 +56,9 @@ def result_groups(words: list[str], copies: bool = True) -> list[int]:
     return groups
 
 
-STORY_ENTITIES = frozenset(stories.PETS + stories.PLACES + stories.OBJECTS + stories.COLORS + stories.NAMES)
+STORY_ENTITIES = frozenset(
+    stories.PETS + stories.PLACES + stories.OBJECTS + stories.COLORS + stories.NAMES + stories.FRIENDS
+)
 GENDER_NOUNS = frozenset(stories.GENDER.values())  # "a girl named ..." opens the story and meets friends
 MAIN_GENDER_WORDS = frozenset([*stories.PRONOUN.values(), *stories.POSSESSIVE.values()])  # only the main's
 

@@ -323,11 +323,11 @@ def test_the_model_2_candidate_answers_k_shot_problems():
 
 
 def test_the_model_2_candidate_writes_a_held_out_story_the_checker_accepts():
-    """assets/candidates/model2-run5 (docs/EMBEDDED_MODEL.md), the exact decoder at its defaults: a
+    """assets/candidates/model2-run6 (docs/EMBEDDED_MODEL.md), the exact decoder at its defaults: a
     held-out story prompt gets a story of 100-230 words that the checker passes."""
     from core.tasks import stories
 
-    model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run5")
+    model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run6")
     story = stories.make_split("test", 2)[1]
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))

@@ -12,13 +12,14 @@ from core.word_tokenizer import build_tokenizer
 
 PROMPT = "tell a story about leo and a dog in the park ."
 GOOD = (
-    "once upon a time , a boy named leo and his dog were in the park with his friend mia . the park was sunny . "
-    "in the park , he found a red ball . then he went to the farm with his dog and mia . the farm was quiet . "
-    "mia waved at leo . his dog jumped in the farm . next mia was happy in the farm . "
-    "later he went to the zoo with his dog and mia . the zoo was big . in the zoo , he found a blue hat . "
-    "his dog slept in the zoo . mia smiled at leo . soon he went to the garden with his dog and mia . "
-    "the garden was dark . his dog sat in the garden . in the garden , he found a green kite . "
-    "then mia was glad in the garden . that night , he went home with his dog and mia . the end ."
+    "once upon a time , a boy named leo and his dog were in the park with his friend lily . the park was sunny . "
+    "in the park , he found a red ball . then he went to the farm with his dog . "
+    "lily waved at leo . the farm was quiet . next his dog jumped in the farm with lily . "
+    "soon he and lily were happy in the farm . later he went to the zoo with his dog . "
+    "in the zoo , he found a blue hat . then his dog slept in the zoo with lily . "
+    "lily smiled at leo . the zoo was big . soon he went to the garden with his dog . "
+    "next his dog sat in the garden with lily . in the garden , he found a green kite . "
+    "then he and lily were glad in the garden . that night , he went home with his dog and lily . the end ."
 )
 
 
@@ -62,20 +63,20 @@ def test_hand_written_story_passes():
     ("old", "new", "reason"),
     [
         ("park , he found", "park , she found", "sentence 3: 'she' but leo is a boy"),
-        ("with his dog and mia . the farm", "with her dog and mia . the farm", "sentence 4: 'her' but leo is a boy"),
+        ("farm with his dog", "farm with her dog", "sentence 4: 'her' but leo is a boy"),
         ("a boy named leo", "a girl named leo", "sentence 1: 'a girl' but leo is a boy"),
         ("his dog jumped in the farm", "his dog jumped in the park", "sentence 7: in the park but leo is in the farm"),
-        ("next mia was happy in the farm", "next mia was happy in the zoo", "sentence 8: in the zoo but leo is"),
+        ("lily were happy in the farm", "lily were happy in the zoo", "sentence 8: in the zoo but leo is"),
         ("the park was sunny", "the zoo was sunny", "sentence 2: the zoo but leo is in the park"),
-        ("the zoo was big", "the farm was big", "sentence 10: the farm but leo went to the zoo"),
-        ("mia waved at leo", "ava waved at leo", "sentence 6: ava but the friend is mia"),
-        ("with his dog and mia . the zoo", "with his dog and tom . the zoo", "sentence 9: tom but the friend is mia"),
-        ("his friend mia", "his friend leo", "sentence 1: the friend leo is the main character"),
-        ("mia smiled at leo", "mia smiled at tom", "sentence 13: at tom but the main character is leo"),
-        ("his dog jumped in the farm", "his dog jumped the farm", "sentence 7: not a sentence of the grammar: his"),
-        ("his dog slept", "his cat slept", "sentence 12: a cat but the pet is a dog"),
-        ("with his dog and mia . the farm", "with his dog . the farm", "sentence 4: not a sentence of the grammar"),
-        ("home with his dog and mia", "home with his dog and tom", "tom but the friend is mia"),
+        ("the farm was quiet", "the park was quiet", "sentence 6: the park but leo is in the farm"),
+        ("lily waved at leo", "nora waved at leo", "sentence 5: nora but the friend is lily"),
+        ("farm with lily", "farm with rosa", "sentence 7: rosa but the friend is lily"),
+        ("his friend lily", "his friend tom", "sentence 1: not a sentence of the grammar: once upon"),  # not a friend
+        ("lily smiled at leo", "lily smiled at tom", "sentence 12: at tom but the main character is leo"),
+        ("his dog jumped in the farm", "his dog jumped the farm", "sentence 7: not a sentence of the grammar: next"),
+        ("his dog slept", "his cat slept", "sentence 11: a cat but the pet is a dog"),
+        ("to the farm with his dog .", "to the farm .", "sentence 4: not a sentence of the grammar"),
+        ("home with his dog and lily", "home with his dog and rosa", "rosa but the friend is lily"),
     ],
 )
 def test_broken_story_fails_with_reason(old, new, reason):
@@ -85,8 +86,7 @@ def test_broken_story_fails_with_reason(old, new, reason):
 
 
 def test_consistent_edits_still_pass():
-    assert check_story(PROMPT, GOOD.replace("mia", "ava")).ok  # another friend, named the same everywhere
-    assert check_story(PROMPT, GOOD.replace("mia", "tom")).ok
+    assert check_story(PROMPT, GOOD.replace("lily", "nora")).ok  # another friend, named the same everywhere
     assert check_story(PROMPT, GOOD.replace("to the zoo", "to the farm").replace("the zoo", "the farm")).ok  # stays
 
 
@@ -97,18 +97,18 @@ def test_truncated_and_padded_stories_fail():
     assert "no ending" in check_story(PROMPT, " ".join(words[:-1])).reason
     assert "no ending" in check_story(PROMPT, "").reason
     assert check_story(PROMPT, GOOD.replace("the end .", "the dog ran")).reason == (
-        "sentence 20: not a sentence of the grammar: the dog ran"
+        "sentence 19: not a sentence of the grammar: the dog ran"
     )
     assert check_story(PROMPT, GOOD.replace("the end .", "the end of it .")).reason.startswith(
-        "sentence 20: not a sentence of the grammar: the end of"
+        "sentence 19: not a sentence of the grammar: the end of"
     )
     assert "text after the end" in check_story(PROMPT, GOOD + " the dog ran .").reason
     short = (
-        "once upon a time , a boy named leo and his dog were in the park with his friend mia . the park was sunny . "
-        "that night , he went home with his dog and mia . the end ."
+        "once upon a time , a boy named leo and his dog were in the park with his friend lily . the park was sunny . "
+        "that night , he went home with his dog and lily . the end ."
     )
     assert check_story(PROMPT, short) == (False, "41 words, outside 100-230")
-    long = GOOD.replace("that night", "his dog sat in the garden . " * 12 + "that night")
+    long = GOOD.replace("that night", "next his dog sat in the garden with lily . " * 7 + "that night")
     assert check_story(PROMPT, long) == (False, f"{len(long.split())} words, outside 100-230")
 
 
@@ -133,7 +133,7 @@ def test_free_choice_share_in_designed_range():
     assert len(counts) == sum(len(s.answer_text.split()) for s in sample)
     assert statistics.median(c for c in counts if c > 1) >= 4  # choice points have several options
     opening = choice_points(Story(PROMPT, GOOD, "leo", "dog", "park"))[:20]
-    assert opening == [1] * 19 + [11]  # the prompt fixes the opening up to the friend: any other name
+    assert opening == [1] * 19 + [len(stories.FRIENDS)]  # the prompt fixes the opening up to the friend
 
 
 def test_vocabulary_fits_the_word_tokenizer(splits):

@@ -7,10 +7,10 @@ main character, the pet, the place they are in now, the friend's name). Code can
 every answer is parsed against the grammar while a state (place, friend) is tracked.
 
     prompt: "tell a story about mia and a dog in the park ."
-    answer: "once upon a time , a girl named mia and her dog were in the park with her friend leo .
+    answer: "once upon a time , a girl named mia and her dog were in the park with her friend finn .
              the park was sunny . in the park , she found a red ball . then she went to the zoo with
-             her dog and leo . the zoo was quiet . ... that night , she went home with her dog and
-             leo . the end ."
+             her dog . finn waved at mia . the zoo was quiet . ... that night , she went home with
+             her dog and finn . the end ."
 
 Rules the checker enforces (its reason names the first one broken, with the sentence number):
 - every sentence is the grammar's: the story opens with OPENING, goes on with EVENTS and ends with
@@ -20,20 +20,26 @@ Rules the checker enforces (its reason names the first one broken, with the sent
   character's gender, and the pet is the prompt's wherever it is named;
 - "in the X" and "the X was" name the place the character is in now (the start, or the last place
   gone to);
-- the friend, chosen in the opening (not the main character), is the one named everywhere after.
-Every rule is a reference: a word that must repeat one value written earlier. The grammar until
-2026-12-04 also had rules that forbid (not going to the place one is in, not finding an object one
-holds, naming a friend only once met) and a changing set (the objects held, dropped and given); the
-5M embedded model learned none of those in its budget, while it learned every single-value
-reference (docs/EMBEDDED_MODEL.md has the measurements), so they were dropped.
+- the friend, chosen in the opening from FRIENDS, is the one named everywhere after.
+Every rule is a reference: a word that must repeat one value written earlier. Rules that forbid a
+value (not going to the place one is in, not finding an object one holds) were dropped: the 5M
+embedded model learned none of them in its budget, while it learned every reference
+(docs/EMBEDDED_MODEL.md has the measurements). For the same reason friends have names of their own:
+a friend drawn from the main characters' names would need the rule "not the main character".
+
+Every event is EVENT_WORDS words long, so a unit starts at a position fixed by the number of units
+before it. With events of different lengths, a diffusion decoder that unmasks a confident word (a
+period, "in the") before the event around it is chosen commits to a length, and the small model
+miscounted: most failures of the earlier grammar were a word of one event written at the offset it
+has in another ("his amy hid in the park .").
 
 Free choices: at each event the generator picks a template uniformly, then fills each slot uniformly
 from what the state allows. `choice_points` replays a story and gives, for each answer token, how
 many different tokens the generator could have written there (free_share sums it up). Measured over
-1000 stories of each split: 25% of answer tokens are free (2 to 11 options, median 7; ~44 free
-tokens a story: which event, connective, place, look, color, object, the friend, pet's or friend's
-action, feeling), the other 75% forced; answers are 120-230 words, median ~178 (quartiles ~152 and
-~207). WORDS has 84 words, 79 of them beyond core.tasks.word_problems's vocabulary.
+1000 stories of each split: 28% of answer tokens are free (2 to 8 options, median 6; ~50 free tokens
+a story: which event, connective, place, look, color, object, the friend, pet's or friend's action,
+feeling), the other 72% forced; answers are 121-221 words, median 181 (quartiles 151 and 211).
+WORDS has 92 words, 87 of them beyond core.tasks.word_problems's vocabulary.
 
 Held-out prompts: a prompt (name, pet, place) is held out iff the sum of their list indices is a
 multiple of 6 (96 of 576 prompts; every name, pet and place appears in both splits). make_split draws
@@ -67,6 +73,7 @@ CONNECTIVES = ["then", "next", "later", "soon"]
 PET_ACTS = ["ran", "jumped", "slept", "played", "hid", "sat"]
 FRIEND_ACTS = ["smiled", "laughed", "waved", "looked", "shouted"]  # ... at <main character>
 FEELINGS = ["happy", "glad", "surprised", "excited"]
+FRIENDS = ["lily", "jack", "rosa", "finn", "nora", "otto", "ruby", "hugo"]  # never a main character
 MIN_WORDS, MAX_WORDS = 100, 230  # the answer must fit a 256-token canvas with an end-of-text after it
 PROMPT = "tell a story about {name} and a {pet} in the {place} ."
 _GLUE = (
@@ -87,6 +94,7 @@ WORDS = sorted(
         + PET_ACTS
         + FRIEND_ACTS
         + FEELINGS
+        + FRIENDS
     )
 )  # the vocabulary beyond core.tasks.word_problems.NAMES (prompt and answer)
 
@@ -149,14 +157,11 @@ SLOTS = {
     "here": Slot(tuple(PLACES), lambda s, f: [s.place], "in the {v} but {name} is in the {place}"),
     "here_again": Slot(tuple(PLACES), lambda s, f: [s.place], "the {v} but {name} is in the {place}"),
     "to": Slot(tuple(PLACES), _every(PLACES)),
-    "to_again": Slot(tuple(PLACES), lambda s, f: [f["to"]], "the {v} but {name} went to the {to}"),
     "look": Slot(tuple(LOOKS), _every(LOOKS)),
     "color": Slot(tuple(COLORS), _every(COLORS)),
     "thing": Slot(tuple(OBJECTS), _every(OBJECTS)),
-    "new_friend": Slot(
-        tuple(NAMES), lambda s, f: [n for n in NAMES if n != s.name], "the friend {v} is the main character"
-    ),
-    "friend": Slot(tuple(NAMES), lambda s, f: [s.friend], "{v} but the friend is {friend}"),
+    "new_friend": Slot(tuple(FRIENDS), _every(FRIENDS)),
+    "friend": Slot(tuple(FRIENDS), lambda s, f: [s.friend], "{v} but the friend is {friend}"),
     "pet_act": Slot(tuple(PET_ACTS), _every(PET_ACTS)),
     "friend_act": Slot(tuple(FRIEND_ACTS), _every(FRIEND_ACTS)),
     "feeling": Slot(tuple(FEELINGS), _every(FEELINGS)),
@@ -180,18 +185,16 @@ OPENING = Template(
     "{new_friend} . the {here_again} was {look} .",
     apply=lambda s, f: replace(s, friend=f["new_friend"]),
 )
-EVENTS = [
-    Template(
-        "{conn} {pron} went to the {to} with {poss} {pet} and {friend} . the {to_again} was {look} .",
-        apply=lambda s, f: replace(s, place=f["to"]),
-    ),
+EVENTS = [  # all EVENT_WORDS long, so every unit starts at a position fixed by how many came before
+    Template("{conn} {pron} went to the {to} with {poss} {pet} .", apply=lambda s, f: replace(s, place=f["to"])),
     Template("in the {here} , {pron} found a {color} {thing} ."),
-    Template("{poss} {pet} {pet_act} in the {here} ."),
-    Template("{friend} {friend_act} at {main_again} ."),
-    Template("{conn} {friend} was {feeling} in the {here} ."),
+    Template("{conn} {poss} {pet} {pet_act} in the {here} with {friend} ."),
+    Template("{friend} {friend_act} at {main_again} . the {here_again} was {look} ."),
+    Template("{conn} {pron} and {friend} were {feeling} in the {here} ."),
 ]
 ENDING = Template("that night , {pron} went home with {poss} {pet} and {friend} . the end .")
-_MAX_EVENT = max(len(t.parts) for t in EVENTS)
+EVENT_WORDS = 10
+assert all(len(t.parts) == EVENT_WORDS for t in EVENTS)
 _MIN_TARGET = 120  # a story ends once its length with the ending reaches a target drawn from [120, MAX_WORDS]
 
 
@@ -210,7 +213,7 @@ def _render(t: Template, filled: dict) -> list[str]:
 
 def _may_go_on(n_words: int) -> bool:
     """Room for one more event of any length and then the ending."""
-    return n_words + _MAX_EVENT + len(ENDING.parts) <= MAX_WORDS
+    return n_words + EVENT_WORDS + len(ENDING.parts) <= MAX_WORDS
 
 
 def _choices(n_words: int) -> list[Template]:
