@@ -59,7 +59,7 @@ def result_groups(words: list[str], copies: bool = True) -> list[int]:
 STORY_ENTITIES = frozenset(
     stories.PETS + stories.PLACES + stories.OBJECTS + stories.COLORS + stories.NAMES + stories.FRIENDS
 )
-GENDER_NOUNS = frozenset(stories.GENDER.values())  # "a girl named ..." opens the story and meets friends
+GENDER_NOUNS = frozenset(stories.GENDER.values())  # only in the opening's "a girl named ..."
 MAIN_GENDER_WORDS = frozenset([*stories.PRONOUN.values(), *stories.POSSESSIVE.values()])  # only the main's
 
 

@@ -212,7 +212,7 @@ def _render(t: Template, filled: dict) -> list[str]:
 
 
 def _may_go_on(n_words: int) -> bool:
-    """Room for one more event of any length and then the ending."""
+    """Room for one more event and then the ending."""
     return n_words + EVENT_WORDS + len(ENDING.parts) <= MAX_WORDS
 
 
