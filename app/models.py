@@ -27,7 +27,7 @@ from core.tasks import held_out
 from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
-EMBEDDED_LABEL = "wordproblems-diffusion (embedded, CPU)"
+EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"
 HUB_MODELS = {"LLaDA-8B-Instruct (GPU)": "llada", "Dream-7B-Instruct (GPU)": "dream"}  # label -> core alias
 CHAT_EXAMPLES = (
     "Lily can run 12 kilometers per hour for 4 hours. After that, she runs 6 kilometers per hour. "
@@ -45,10 +45,11 @@ STORIES = "short stories ('tell a story about mia and a dog in the park .')"
 
 def task_examples(tokenizer) -> tuple[tuple[str, ...], str]:
     """(example prompts, what the model was trained on) for one of our own models: held-out items of
-    every task whose words its tokenizer knows (a problem alone and after two worked examples, a
-    story), never seen in training."""
+    every task whose words its tokenizer knows (a story, a problem alone and after two worked
+    examples), never seen in training. A story comes first, so it is the prompt a visitor finds in
+    the box: its free choices are where the entropy trace crosses tau."""
     plain, shot, tales = held_out("words", 4), held_out("words", 1, shots=2), held_out("stories", 2)
-    readable = [item for item in (*plain, *shot, *tales) if not unknown_words(tokenizer, item.prompt)]
+    readable = [item for item in (tales[0], *plain, *shot, tales[1]) if not unknown_words(tokenizer, item.prompt)]
     tasks = [WORD_PROBLEMS + (", alone or after worked examples" if shot[0] in readable else "")]
     tasks += [STORIES] if tales[0] in readable else []
     trained_on = (f"This model was trained only on {' and '.join(tasks)}: click one of the example prompts "

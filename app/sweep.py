@@ -1,9 +1,10 @@
 """The Sweep tab's logic: validate a tau x k sweep request, run it decode by decode, read a picked point.
 
 A sweep is core.bench's: the exact decoder and EntropyCache at every (tau, k) of the grid decode the
-same held-out word problems, interleaved, and each point is a bench row (speedup, accuracy,
-agreement, ...). Every list and count a visitor sends is bounded here, since the HTTP API accepts
-anything; nothing is clamped silently. No gradio here.
+same held-out items of one task (stories, or word problems alone or after worked examples),
+interleaved, and each point is a bench row (speedup, accuracy, agreement, ...). Every list and count
+a visitor sends is bounded here, since the HTTP API accepts anything; nothing is clamped silently.
+No gradio here.
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ from core.tasks import held_out
 MAX_TAUS = 8
 MAX_KS = 4
 MAX_PROBLEMS = 50
-DEFAULT_TAUS = "0.1, 0.3, 0.5, 1, 3"
-DEFAULT_KS = "1, 2"
+DEFAULT_TAUS = "0.1, 0.5, 1, 2, 4"  # across the stories' knee (docs/BENCHMARKS.md)
+DEFAULT_KS = "2"
 DEFAULT_PROBLEMS = 6
+# What a visitor picks -> (core.tasks task, worked examples before each problem). Stories first: they
+# have real choices, so tau changes what is recomputed; word problems are nearly certain everywhere.
+TASKS = {"stories": ("stories", 0), "word problems": ("words", 0), "word problems, 4-shot": ("words", 4)}
 
 
 @dataclass(frozen=True)
 class SweepParams:
     model: str
+    task: str  # a key of TASKS
     taus: tuple[float, ...]
     ks: tuple[int, ...]
     problems: int
@@ -41,6 +46,10 @@ class SweepParams:
         """Greedy decoding, as the bench measures it."""
         return DecodeConfig(gen_len=self.gen_len, block_len=self.block_len, steps=self.steps or None,
                             threshold=self.threshold or None)
+
+    def items(self) -> list:
+        task, shots = TASKS[self.task]
+        return held_out(task, self.problems, shots=shots)
 
 
 def parse_list(text: object, name: str, most: int) -> tuple:
@@ -66,18 +75,21 @@ def parse_list(text: object, name: str, most: int) -> tuple:
 
 
 def parse_sweep(
-    model: object, taus: object, ks: object, problems: object, gen_len: object, block_len: object,
+    model: object, task: object, taus: object, ks: object, problems: object, gen_len: object, block_len: object,
     steps: object, threshold: object, *, models: list[str],
 ) -> SweepParams:
     """Validate one sweep's raw inputs (as the UI or an API client sent them)."""
     if model not in models:
         raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r}; choose one of: {', '.join(TASKS)}.")
     if isinstance(problems, bool) or not isinstance(problems, (int, float)) or not float(problems).is_integer():
         raise ValueError(f"The number of problems must be a whole number from 1 to {MAX_PROBLEMS}, got {problems!r}.")
     if not 1 <= problems <= MAX_PROBLEMS:
         raise ValueError(f"The number of problems must be between 1 and {MAX_PROBLEMS}, got {number_text(problems)}.")
     params = SweepParams(
         model=str(model),
+        task=str(task),
         taus=parse_list(taus, "tau", MAX_TAUS),
         ks=parse_list(ks, "k", MAX_KS),
         problems=int(problems),
@@ -116,8 +128,7 @@ def sweep_snapshots(
 ) -> Iterator[Progress]:
     """The sweep's progress after each decode (plain data: core.bench.Progress). Stops between two
     decodes once should_stop() is true."""
-    items = held_out("words", params.problems)
-    for progress in sweep_progress(model, tokenizer, items, list(params.taus), list(params.ks),
+    for progress in sweep_progress(model, tokenizer, params.items(), list(params.taus), list(params.ks),
                                    params.decode_config()):
         yield progress
         if should_stop():

@@ -16,7 +16,8 @@ from app.banner import banner
 from app.plots import MARGIN
 from core.bench import Progress
 
-METRICS = {"accuracy": "accuracy (exact answers)", "agreement": "agreement with the exact decoder (tokens)"}
+METRICS = {"accuracy": "accuracy (right answers; stories: checker pass)",
+           "agreement": "agreement with the exact decoder (tokens)"}
 TABLE_HEADERS = ["policy", "tau", "k", "speedup", "ceiling", "accuracy", "agreement", "rows", "full steps",
                  "decision"]
 K_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]

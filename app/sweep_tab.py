@@ -1,6 +1,6 @@
-"""The Sweep tab: a tau x k sweep of EntropyCache on held-out word problems, run in the background
-with a progress bar, drawn as a Pareto plot of speedup against accuracy or agreement. Clicking a
-point (or a table row) loads its tau and k into the Race and Drift tabs.
+"""The Sweep tab: a tau x k sweep of EntropyCache on held-out stories or word problems, run in the
+background with a progress bar, drawn as a Pareto plot of speedup against accuracy or agreement.
+Clicking a point (or a table row) loads its tau and k into the Race and Drift tabs.
 
 A click reaches the server through a hidden textbox: SWEEP_JS (given to launch) listens for
 plotly's click on the plot and writes the point's (tau, k) there. The server checks those values
@@ -26,6 +26,7 @@ from app.sweep import (
     MAX_KS,
     MAX_PROBLEMS,
     MAX_TAUS,
+    TASKS,
     SweepParams,
     parse_point,
     parse_sweep,
@@ -37,11 +38,13 @@ from core.bench import Progress
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
 SWEEP_OOM = "Out of GPU memory: try a shorter gen length."
 INTRO = f"""### Tune tau by looking
-The exact decoder and EntropyCache at every (tau, k) you list decode the same held-out word problems,
-interleaved, exactly as `python -m core bench` does; each point is one setting's measured speedup
-against its accuracy (or its token agreement with the exact decoder). Points on the dotted Pareto front
-are the settings worth choosing between. **Click a point** (or a table row) to load its tau and k into
-the Race and Drift tabs. Up to {MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} problems."""
+The exact decoder and EntropyCache at every (tau, k) you list decode the same held-out prompts of one
+task, interleaved, exactly as `python -m core bench` does; each point is one setting's measured speedup
+against its accuracy (or its token agreement with the exact decoder). A story is accurate when the
+story grammar's checker passes it; it has real choices, so tau moves the points far more there than
+on word problems. Points on the dotted Pareto front are the settings worth choosing between.
+**Click a point** (or a table row) to load its tau and k into the Race and Drift tabs. Up to
+{MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} prompts."""
 DONE = ("Sweep done: {n} problem{s}. Click a point (or a table row) to load its tau and k into the Race and "
         "Drift tabs.")
 
@@ -117,14 +120,16 @@ class SweepTab:
         self.runner = TabRunner(ctx, sweep_snapshots, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True)
 
     def run(
-        self, model: str, taus: str, ks: str, problems: float, gen_len: float, block_len: float, steps: float,
-        threshold: float, metric: str, request: gr.Request = None,
+        self, model: str, task: str, taus: str, ks: str, problems: float, gen_len: float, block_len: float,
+        steps: float, threshold: float, metric: str, request: gr.Request = None,
     ) -> Iterator[tuple]:
         """Validate, then stream the sweep: banner, plot, table, state after each decode."""
 
         def validate() -> SweepView:
-            params = parse_sweep(model, taus, ks, problems, gen_len, block_len, steps, threshold,
+            params = parse_sweep(model, task, taus, ks, problems, gen_len, block_len, steps, threshold,
                                  models=self.ctx.registry.labels)
+            for item in params.items():  # a model that never learned the task is told so before decoding
+                self.ctx.registry.check_prompt(params.model, item.prompt)
             return SweepView(params, _metric(metric))
 
         yield from self.runner.run(request, validate)
@@ -164,7 +169,7 @@ class SweepTab:
         if result is None:
             return tau, k, tau, k, message, gr.skip(), gr.skip()
         p = result.params
-        message += (f" The sweep decoded with gen length {p.gen_len}, block length {p.block_len}, steps "
+        message += (f" The sweep decoded {p.task} with gen length {p.gen_len}, block length {p.block_len}, steps "
                     f"{p.steps or 'one token each'}, threshold {p.threshold:g}.")
         chosen = SweepResult(p, result.rows, (tau, k))
         return tau, k, tau, k, message, pareto_figure(result.rows, _metric(metric), chosen.selected), chosen
@@ -194,7 +199,8 @@ def build_sweep_tab(ctx: AppContext, load_into: list[gr.Slider]) -> None:
             ks = gr.Textbox(DEFAULT_KS, label="k values (comma separated)", elem_id="sweep-ks")
         with gr.Column(scale=2):
             model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            problems = raw_slider(1, MAX_PROBLEMS, value=DEFAULT_PROBLEMS, step=1, label="held-out word problems",
+            task = gr.Radio(list(TASKS), value=next(iter(TASKS)), label="held-out task", elem_id="sweep-task")
+            problems = raw_slider(1, MAX_PROBLEMS, value=DEFAULT_PROBLEMS, step=1, label="held-out prompts",
                                  elem_id="sweep-ctl-problems")
             with gr.Row():
                 run = gr.Button("Run sweep", variant="primary", elem_id="sweep-run-btn")
@@ -212,8 +218,8 @@ def build_sweep_tab(ctx: AppContext, load_into: list[gr.Slider]) -> None:
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
     state = gr.State(None)
 
-    wire_run(run, stop, ctx, tab.run, [model, taus, ks, problems, *decoding, metric], [status, plot, table, state],
-             "sweep", status)
+    wire_run(run, stop, ctx, tab.run, [model, task, taus, ks, problems, *decoding, metric],
+             [status, plot, table, state], "sweep", status)
     model.change(tab.on_model, model, decoding[:2], api_visibility="private")
     metric.change(tab.redraw, [metric, state], plot, queue=False, api_visibility="private")
     picked = [*load_into, loaded, plot, state]

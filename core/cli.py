@@ -1,11 +1,11 @@
 """The command line: one entry point, `python -m core COMMAND ...`.
 
-    python -m core generate --prompt "mia has 7 marbles . ..." --policy entropy --tau 0.5 --k 2
-    python -m core bench --policies none,entropy,dual --tau 0.1,0.5,1 --n 40 --json out/bench.json
-    python -m core bench --forward-rows 108,18,2          # the cost of one forward by rows computed
+    python -m core generate --prompt "mia has 7 marbles . ..." --policy entropy --tau 1 --k 2
+    python -m core bench --policies none,entropy,dual --tau 0.5,1,2 --n 40 --json out/bench.json
+    python -m core bench --forward-rows 601,18,2          # the cost of one forward by rows computed
     python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
     python -m core bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
-    python -m core train --out assets/wordproblems-diffusion --minutes 57
+    python -m core train --out runs/my-model --minutes 30
 
 The model and decode flags are defined once here, and every policy parameter's flag is derived from
 the policies' declarations (core/policies/params.py): `generate` takes one value, `bench` a comma
@@ -189,7 +189,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     contenders = contenders_from(policies, values)
     _refuse_unused(values, policies)
     if args.drift and len(contenders) != 1:
-        raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 0.5")
+        raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 1")
     check_before_load(args.gen_len, args.block, **_settings(args))
     row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
     items = {k: held_out(args.task, args.n, k) for k in shots}
@@ -288,8 +288,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--n", type=int, default=50, help="held-out items")
     bench.add_argument("--warmup", type=int, default=1)
     bench.add_argument("--json", default=None, help="write the result rows here")
-    bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 108,18,2")
-    bench.add_argument("--length", type=int, default=108, help="cache length for --forward-rows")
+    bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 601,18,2")
+    bench.add_argument("--length", type=int, default=601,
+                       help="cache length for --forward-rows (default: a 4-shot prompt + gen 256)")
     bench.add_argument("--drift", action="store_true", help="instead: entropy-vs-drift correlation and volatility")
     add_model_args(bench)
     add_decode_args(bench)

@@ -2,7 +2,7 @@
 
 A cache saves rows, but a pass over a few rows still multiplies every weight matrix in full and
 launches the same kernels, so its cost does not fall in proportion. `python -m core bench
---forward-rows 108,18,2` prints these costs and the memory bandwidth the weights alone would need.
+--forward-rows 601,18,2` prints these costs and the memory bandwidth the weights alone would need.
 """
 
 from __future__ import annotations

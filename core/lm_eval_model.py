@@ -2,7 +2,7 @@
 generate_until, so a task's accuracy comes with the speed that bought it.
 
     python -m core lm-eval --model entropycache --tasks gsm8k --num_fewshot 4 --apply_chat_template \
-        --model_args pretrained=llada,policy=entropy,tau=0.5,k=2,gen_len=256,block_len=32,device=cuda
+        --model_args pretrained=llada,policy=entropy,tau=1,k=2,gen_len=256,block_len=32,device=cuda
 
 Model args: `pretrained` (a checkpoint folder, a hub id, 'llada', 'dream'; default: the embedded
 model), `policy` (default entropy) and that policy's own parameters (tau, k, ...), `baseline` (a

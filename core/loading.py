@@ -1,7 +1,7 @@
 """Load a checkpoint folder or hub id into our model: safetensors only, no remote code.
 
     model, tokenizer = load_model("GSAI-ML/LLaDA-8B-Instruct", device="cuda")
-    model, tokenizer = load_model("assets/wordproblems-diffusion")
+    model, tokenizer = load_model("assets/sums-and-stories")
 
 The model is built on the meta device (accelerate's init_empty_weights) and each parameter is
 materialised straight onto its device from the shards, so an 8B model never exists twice in memory.
@@ -28,7 +28,7 @@ ALIASES = {
     "llada": "GSAI-ML/LLaDA-8B-Instruct",
     "dream": "Dream-org/Dream-v0-Instruct-7B",
 }
-EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "wordproblems-diffusion"
+EMBEDDED = Path(__file__).resolve().parent.parent / "assets" / "sums-and-stories"
 HUB_FILES = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model"]  # never pickled weights
 IGNORED_TENSORS = ("rotary_emb.inv_freq",)
 

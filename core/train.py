@@ -1,6 +1,9 @@
-"""Train the embedded default model: a small masked diffusion LM on its tasks (core/train_data.py).
+"""Train a small masked diffusion LM of our own on the embedded model's tasks (core/train_data.py).
 
-    python -m core train --out assets/wordproblems-diffusion --minutes 120 --save-every 100
+    python -m core train --out runs/my-model --minutes 30 --save-every 100
+    python -m core train --init-from runs/my-model --out runs/my-model-2 --minutes 30 --stories 0.55
+
+(docs/EMBEDDED_MODEL.md gives the two runs that made assets/sums-and-stories.)
 
 LLaDA's SFT recipe: prompts are never masked; each target token (a response with its end-of-text
 padding, and in a k-shot row every worked example's answer) is masked with probability t ~ U(eps, 1),
@@ -162,7 +165,7 @@ def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The training flags (`python -m core train`, core/cli.py)."""
-    ap.add_argument("--out", default="assets/wordproblems-diffusion")
+    ap.add_argument("--out", default="runs/model", help="checkpoint folder (never the shipped model unless named)")
     ap.add_argument("--state", default="runs/train-state", help="where resumable training state is kept")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--steps", type=int, default=6000)

@@ -38,14 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gradio_client import Client  # noqa: E402
 
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
-from app.params import PEER_BOUNDS  # noqa: E402
+from app.params import BOUNDS, PEER_BOUNDS  # noqa: E402
 from core.decoder import DecodeConfig, generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
 
-SETTINGS = {"policy": "none", "tau": 0.5, "k": 2, "gen_len": 64, "block_len": 32, "steps": 0, "threshold": 0,
-            "temperature": 0, "seed": 0}
+SETTINGS = {"policy": "none", "tau": BOUNDS["tau"].default, "k": BOUNDS["k"].default, "gen_len": 64, "block_len": 32,
+            "steps": 0, "threshold": 0, "temperature": 0, "seed": 0}
 
 
 @dataclass

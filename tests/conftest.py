@@ -31,6 +31,24 @@ def tiny_model(family: str = "llada", seed: int = 0, **overrides) -> DiffusionTr
     return model
 
 
+def word_problems_tokenizer():
+    """A word-level tokenizer of the word problems' words alone: a model that never saw a story."""
+    from core.tasks import word_problems
+    from core.word_tokenizer import build_tokenizer
+
+    words = word_problems.NAMES + word_problems.ITEMS + word_problems.NUMBERS + word_problems.WORDS
+    return build_tokenizer(list(dict.fromkeys(words)))
+
+
+def save_word_problems_model(folder: Path) -> Path:
+    """A tiny untrained own model with word_problems_tokenizer(), saved in the embedded model's layout."""
+    from core.checkpoint import save_own_model
+
+    tok = word_problems_tokenizer()
+    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, folder)
+    return folder
+
+
 @pytest.fixture(params=["llada", "dream"])
 def family(request) -> str:
     return request.param

@@ -216,8 +216,9 @@ def test_stream_with_throttle_renders_far_fewer_updates_and_the_same_result(regi
 
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    assert model.config.max_seq_len <= BOUNDS["gen_len"].high  # else this test needs a longer prompt
-    too_long = params_for(registry, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
+    prompt = "a " * 600  # 600 words the model knows
+    assert model.config.max_seq_len < 600 + BOUNDS["gen_len"].high  # else this test needs a longer prompt
+    too_long = params_for(registry, prompt, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
     with pytest.raises(ValueError, match="exceeds the model's"):  # core's own check, at the first step
         next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))
 
@@ -425,7 +426,7 @@ def test_decode_defaults_come_from_the_checkpoint_config_or_cores_defaults() -> 
 def test_models_are_loaded_once(registry) -> None:
     assert registry.get(EMBEDDED_LABEL) is registry.get(EMBEDDED_LABEL)
     examples = registry.choice(EMBEDDED_LABEL).examples
-    assert len(examples) >= 3 and all("how many" in e for e in examples)
+    assert len(examples) >= 3 and all("how many" in e or e.startswith("tell a story") for e in examples)
 
 
 def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> None:
@@ -651,20 +652,18 @@ def test_zero_gpu_decorator_is_applied_only_when_spaces_is_installed(monkeypatch
 
 
 def test_a_model_of_every_task_gets_an_example_of_each(tmp_path) -> None:
-    """Examples are the held-out items of every task the model's tokenizer reads: the embedded model's
-    word problems only; a model trained on the whole mixture also a few-shot problem and stories."""
-    from conftest import tiny_model
+    """Examples are the held-out items of every task the model's tokenizer reads: a model trained on
+    the whole mixture (the embedded one) gets plain and few-shot problems and stories; one whose
+    vocabulary has only the word problems' words gets no story."""
+    from conftest import save_word_problems_model
 
     from app.models import local_choice
-    from core.checkpoint import save_own_model
-    from core.train_data import vocabulary
-    from core.word_tokenizer import build_tokenizer
 
-    tok = build_tokenizer(vocabulary())
-    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, tmp_path)
-    choice = local_choice(tmp_path, "mixture", "cpu")
-    assert sum("question :" in e for e in choice.examples) == 1
-    assert sum(e.startswith("tell a story about") for e in choice.examples) == 2
-    assert "alone or after worked examples" in choice.trained_on and "short stories" in choice.trained_on
     embedded = local_choice(EMBEDDED, "embedded", "cpu")
-    assert len(embedded.examples) == 4 and "stories" not in embedded.trained_on
+    assert sum("question :" in e for e in embedded.examples) == 1
+    assert sum(e.startswith("tell a story about") for e in embedded.examples) == 2
+    assert embedded.examples[0].startswith("tell a story about")  # the prompt a visitor finds in the box
+    assert "alone or after worked examples" in embedded.trained_on and "short stories" in embedded.trained_on
+    sums = local_choice(save_word_problems_model(tmp_path), "sums", "cpu")
+    assert len(sums.examples) == 5 and not any(e.startswith("tell a story") for e in sums.examples)
+    assert "stories" not in sums.trained_on

@@ -161,8 +161,8 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
 
 def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -> None:
     url, registry = served
-    a = dict(model=EMBEDDED_LABEL, taus="0.5, 3", ks="2", problems=2, gen_len=32, block_len=16, steps=0,
-             threshold=0, metric="agreement")
+    a = dict(model=EMBEDDED_LABEL, task="word problems", taus="0.5, 3", ks="2", problems=2, gen_len=32,
+             block_len=16, steps=0, threshold=0, metric="agreement")
     client = Client(url, verbose=False)
     banner, plot, table = client.predict(**a, api_name="/sweep")
     assert "Sweep done: 2 problems" in banner
@@ -229,8 +229,8 @@ def drift_args(prompt: str = PROMPTS[0], **overrides) -> dict:
     return args(prompt, **{"policy": "entropy", **overrides})
 
 
-SWEEP = dict(model=EMBEDDED_LABEL, taus="0.5", ks="2", problems=1, gen_len=32, block_len=16, steps=0, threshold=0,
-             metric="accuracy")
+SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", taus="0.5", ks="2", problems=1, gen_len=32, block_len=16,
+             steps=0, threshold=0, metric="accuracy")
 MALFORMED = [  # what a client may send past the page: each message names the control and its range
     ("/run", args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
     ("/run", args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
@@ -265,10 +265,10 @@ def test_client_malformed_picked_point_gets_a_message_not_the_parsers(served) ->
         client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick")
 
 
-UNREADABLE = [  # prompts a visitor may type; the embedded model knows none of these words
+UNREADABLE = [  # prompts a visitor may type, with the words the embedded model does not know
     ("<|mask|> mia has 7 marbles . how many marbles does mia have now ?", ["'<|'", "'mask'", "'|>'"]),
     ("hello", ["'hello'"]),
-    ("write a poem about the sea", ["'write'", "'a'", "'poem'", "'about'", "'sea'"]),
+    ("write a poem about the sea", ["'write'", "'poem'", "'sea'"]),
     ("What is 12 plus 7?", ["'What'", "'plus'"]),
 ]
 
@@ -458,6 +458,7 @@ def test_browser_sweeps_and_a_clicked_point_loads_its_settings(browser_ready, se
     shot = tmp_path / "sweep.png"
     with chromium_page(url) as page:
         page.get_by_role("tab", name="Sweep").click(timeout=60_000)
+        page.locator("#sweep-task").get_by_label("word problems", exact=True).check()
         page.locator("#sweep-taus textarea").fill("0.5, 3")
         page.locator("#sweep-ks textarea").fill("2")
         number = page.locator("#sweep-ctl-problems input[type=number]")

@@ -13,7 +13,7 @@ import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from conftest import fake_zero_gpu
+from conftest import fake_zero_gpu, save_word_problems_model
 
 from app.banner import STOPPED
 from app.context import AppContext
@@ -29,8 +29,8 @@ EXACT = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps
 
 
 def sweep_args(**overrides) -> dict:
-    a = dict(model=EMBEDDED_LABEL, taus="0.5, 3", ks="2", problems=2, gen_len=32, block_len=16, steps=0,
-             threshold=0)
+    a = dict(model=EMBEDDED_LABEL, task="word problems", taus="0.5, 3", ks="2", problems=2, gen_len=32,
+             block_len=16, steps=0, threshold=0)
     a.update(overrides)
     return a
 
@@ -49,7 +49,7 @@ def exact(rows: list[dict]) -> list[dict]:
 
 def test_a_good_request_parses_into_bounded_values() -> None:
     p = parse_sweep(**sweep_args(taus="0.1 0.5,0.5, 3", ks="1,2", problems=4.0), models=[EMBEDDED_LABEL])
-    assert p == SweepParams(EMBEDDED_LABEL, (0.1, 0.5, 3.0), (1, 2), 4, 32, 16, 0, 0.0)
+    assert p == SweepParams(EMBEDDED_LABEL, "word problems", (0.1, 0.5, 3.0), (1, 2), 4, 32, 16, 0, 0.0)
     assert p.decode_config().steps is None and p.decode_config().threshold is None
     assert parse_list("2, 1, 2", "k", 4) == (2, 1)  # duplicates dropped, order kept
 
@@ -70,6 +70,7 @@ def test_a_good_request_parses_into_bounded_values() -> None:
         (dict(problems=2.5), "whole number"),
         (dict(problems=True), "whole number"),
         (dict(model="/etc/passwd"), "Unknown model"),
+        (dict(task="poems"), "Unknown task 'poems'; choose one of: stories, word problems, word problems, 4-shot"),
         (dict(gen_len=30), "do not fit together: gen_len 30 is not a multiple of block_len 16"),
         (dict(steps=4, threshold=0.9), "Set steps to 0"),
         (dict(gen_len=100000), "between 1 and 512"),
@@ -78,6 +79,28 @@ def test_a_good_request_parses_into_bounded_values() -> None:
 def test_bad_requests_are_refused_with_the_reason(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_sweep(**sweep_args(**overrides), models=[EMBEDDED_LABEL])
+
+
+def test_each_task_sweeps_its_own_held_out_prompts() -> None:
+    def items(task: str) -> list:
+        return parse_sweep(**sweep_args(task=task, problems=3), models=[EMBEDDED_LABEL]).items()
+
+    assert items("stories") == held_out("stories", 3)
+    assert items("word problems") == held_out("words", 3)
+    assert items("word problems, 4-shot") == held_out("words", 3, shots=4)
+    assert all(i.prompt.count("question :") == 5 for i in items("word problems, 4-shot"))
+
+
+def test_a_model_that_cannot_read_the_task_is_told_before_any_decode(tmp_path) -> None:
+    """A model whose vocabulary has only the word problems' words, asked for a sweep on stories."""
+    from app.models import ModelRegistry, local_choice
+
+    registry = ModelRegistry([local_choice(save_word_problems_model(tmp_path), "sums", "cpu")])
+    s = sweep_tab(registry)
+    with pytest.raises(gr.Error, match="does not know 8 words of the prompt: 'tell', 'a', 'story'"):
+        next(s.run(**sweep_args(model="sums", task="stories"), metric="accuracy",
+                   request=SimpleNamespace(session_hash="me")))
+    assert not registry.is_loaded("sums") and len(s.ctx.board) == 0
 
 
 # ---- the figure, on known points --------------------------------------------------------------------

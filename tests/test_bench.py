@@ -4,7 +4,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import tiny_model
@@ -294,25 +293,32 @@ def test_a_threshold_run_adds_the_vanilla_decoder(saved):
     "args, message",
     [
         (["--shots", "-1"], "--shots must be a non-negative integer, got -1"),
-        (["--gen-len", "512", "--block", "32"], "the longest prompt (51 tokens) + gen_len (512) exceeds"),
-        (["--task", "stories"], "the model does not know 8 words of the prompt: 'tell', 'a', 'story'"),
+        (["--gen-len", "992", "--block", "32"], "prompt (51 tokens) + gen_len (992) exceeds the model's 1024"),
+        (["--shots", "8", "--gen-len", "512"], "the longest prompt (670 tokens) + gen_len (512) exceeds"),
+        (["--task", "stories", "--words-only"], "the model does not know 8 words of the prompt: 'tell', 'a', 'story'"),
     ],
 )
 def test_task_flags_are_checked_before_the_weights_load(tmp_path, args, message):
-    """The embedded model's config and tokenizer without its weights: the flags' error comes first."""
+    """The embedded model's config and tokenizer without its weights (with "--words-only", a tokenizer of
+    the word problems' words alone): the flags' error comes first."""
+    from conftest import word_problems_tokenizer
+
     from core.loading import EMBEDDED
 
     for f in EMBEDDED.iterdir():
         if f.suffix != ".safetensors":
             (tmp_path / f.name).write_bytes(f.read_bytes())
+    if "--words-only" in args:
+        args = [a for a in args if a != "--words-only"]
+        word_problems_tokenizer().save_pretrained(tmp_path)
     res = bench_cli("--model", str(tmp_path), "--n", "2", *args)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
 
 
-def test_the_model_2_candidate_answers_k_shot_problems():
-    """assets/candidates/model2-run3 (docs/EMBEDDED_MODEL.md) loads with its own decode defaults and
-    answers 4-shot held-out problems right (with EntropyCache: the exact decoder takes ~30 s a problem)."""
-    model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run3")
+def test_the_embedded_model_answers_k_shot_problems():
+    """The embedded model (docs/EMBEDDED_MODEL.md) loads with its own decode defaults and answers 4-shot
+    held-out problems right (with EntropyCache: the exact decoder takes ~30 s a problem)."""
+    model, tok = load_model("embedded")
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     assert (config.gen_len, config.block_len, model.config.max_seq_len) == (256, 32, 1024)
     for item in held_out("words", 2, shots=4):
@@ -322,12 +328,12 @@ def test_the_model_2_candidate_answers_k_shot_problems():
         assert is_correct(item, answer), answer
 
 
-def test_the_model_2_candidate_writes_a_held_out_story_the_checker_accepts():
-    """assets/candidates/model2-run6 (docs/EMBEDDED_MODEL.md), the exact decoder at its defaults: a
-    held-out story prompt gets a story of 100-230 words that the checker passes."""
+def test_the_embedded_model_writes_a_held_out_story_the_checker_accepts():
+    """The embedded model, the exact decoder at its defaults: a held-out story prompt gets a story of
+    100-230 words that the checker passes."""
     from core.tasks import stories
 
-    model, tok = load_model(Path(__file__).resolve().parent.parent / "assets" / "candidates" / "model2-run6")
+    model, tok = load_model("embedded")
     story = stories.make_split("test", 2)[1]
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))

@@ -19,7 +19,7 @@ from core.policies.registry import register
 @register("entropy")
 class EntropyCache(CachePolicy):
     parameters = (
-        Param("tau", float, 0.5, help="max decoded-token entropy (nats) above which the next step is full; "
+        Param("tau", float, 1.0, help="max decoded-token entropy (nats) above which the next step is full; "
               "below 0: every step", ui=(0.0, 12.0)),
         Param("k", int, 2, low=0, help="most recently decoded rows recomputed at every partial step", ui=(0, 64)),
     )
