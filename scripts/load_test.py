@@ -14,7 +14,9 @@ from the median speedup of all races run alone), and the CPU time the server and
 per race. Every race's two final texts are checked against direct decodes of core. Loopback only;
 bounded by the counts and by --max-seconds, after which it stops by itself (and stops the server).
 With --memory N it also runs N races in a row and reports the server's resident memory after the
-first 10 and after all N.
+first 10 and after all N. With --no-app N it first races the same prompt N times in this process,
+through the same interleaver but without the app (the server idle): the spread the machine itself
+gives a race, in the same minutes as the levels.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from gradio_client import Client  # noqa: E402
 
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.params import BOUNDS, PEER_BOUNDS  # noqa: E402
-from core.decoder import DecodeConfig, generate  # noqa: E402
+from app.race import race  # noqa: E402
+from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
@@ -72,13 +75,36 @@ def race_args(prompt: str) -> dict:
     return {"prompt": prompt, "model": EMBEDDED_LABEL, **SETTINGS, **peers}
 
 
+def race_policies() -> list:
+    return [make_policy("none"), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
+
+
+def race_config() -> DecodeConfig:
+    return DecodeConfig(gen_len=SETTINGS["gen_len"], block_len=SETTINGS["block_len"])
+
+
 def direct_texts(registry, prompt: str) -> list[str]:
     """The final texts of both lanes, decoded by core without the app."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, prompt)
-    config = DecodeConfig(gen_len=SETTINGS["gen_len"], block_len=SETTINGS["block_len"])
-    policies = [make_policy("none"), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
-    return [answer_text(tokenizer, generate(model, ids, p, config)) for p in policies]
+    return [answer_text(tokenizer, generate(model, ids, p, race_config())) for p in race_policies()]
+
+
+def no_app_level(registry, prompt: str, races: int) -> Level:
+    """The race `races` times in this process without the app: the same interleaver (app.race), no
+    rendering, no server work (visitors 0 in the table)."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, prompt)
+    speedups, latencies = [], []
+    start, cpu0 = time.perf_counter(), time.process_time()
+    for _ in range(races):
+        began = time.perf_counter()
+        decoders = [decode(model, ids, p, race_config()) for p in race_policies()]
+        *_, last = race(decoders, ["none", "entropy"])
+        speedups.append(last.lanes[0].clock / last.lanes[1].clock)
+        latencies.append(time.perf_counter() - began)
+    return Level(0, races, time.perf_counter() - start, latencies, speedups, 0,
+                 client_cpu_s=time.process_time() - cpu0)
 
 
 def run_level(url: str, visitors: int, races: int, prompt: str, expected: list[str], deadline: float) -> Level:
@@ -160,6 +186,7 @@ class Served:
     pid: int  # the server's process
     prompt: str  # what every visitor races
     expected: list[str]  # both lanes' final texts, decoded directly by core
+    registry: object  # this process's own models (the direct decodes)
 
 
 @contextmanager
@@ -173,7 +200,7 @@ def served_app() -> Iterator[Served]:
     try:
         Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")
         run_level(url, 2, 1, prompt, expected, time.monotonic() + 120)
-        yield Served(url, server.pid, prompt, expected)
+        yield Served(url, server.pid, prompt, expected, registry)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -184,23 +211,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--visitors", default="1,2,4,8", help="comma list of visitor counts")
     ap.add_argument("--races", type=int, default=3, help="races per visitor at each count")
     ap.add_argument("--memory", type=int, default=0, help="then N races in a row, reporting resident memory")
+    ap.add_argument("--no-app", type=int, default=0, help="first N races in this process without the app")
     ap.add_argument("--max-seconds", type=float, default=900.0, help="stop starting races after this long")
     args = ap.parse_args(argv)
     counts = [int(v) for v in args.visitors.split(",")]
     if min(counts) < 1 or max(counts) > 16 or not 1 <= args.races <= 20:
         ap.error("--visitors must be in 1..16 and --races in 1..20")
+    if not 0 <= args.no_app <= 50:
+        ap.error("--no-app must be in 0..50")
     if args.memory and not 10 <= args.memory <= 1000:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
     with served_app() as app:
-        levels = [measured_level(app.url, app.pid, n, args.races, app.prompt, app.expected, deadline)
-                  for n in counts]
+        levels = [no_app_level(app.registry, app.prompt, args.no_app)] if args.no_app else []
+        levels += [measured_level(app.url, app.pid, n, args.races, app.prompt, app.expected, deadline)
+                   for n in counts]
         # Races alone, pooled over every 1-visitor level (`--visitors 1,8,1` brackets a load level, so
         # the machine's own drift over the run is in the reference too).
-        alone = statistics.median([s for lv in levels if lv.visitors == 1 for s in lv.speedups] or levels[0].speedups)
+        alone = statistics.median([s for lv in levels if lv.visitors == 1 for s in lv.speedups] or levels[-1].speedups)
         print(f"speedup alone (median): {alone:.2f}x; cpu threads {os.cpu_count()}")
-        print("| visitors | races | races/s | latency p50 | latency max | speedups shown | spread vs alone | wrong "
-              "| CPU s a race: server, clients |")
+        print("| visitors (0: no app) | races | races/s | latency p50 | latency max | speedups shown | spread vs alone "
+              "| wrong | CPU s a race: server, clients (0: this process) |")
         print("|---|---|---|---|---|---|---|---|---|")
         for lv in levels:
             shown = ", ".join(f"{s:.2f}" for s in lv.speedups)

@@ -39,3 +39,14 @@ def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
     reference = statistics.median(alone.speedups)
     assert together.spread(reference) <= BOUND, (
         f"speedups shown to two visitors at once {together.speedups} vs {reference:.2f}x alone")
+
+
+def test_the_no_app_reference_races_the_prompt_in_this_process() -> None:
+    """--no-app: the same race through app.race's interleaver, without the server: one level of
+    visitors 0, its CPU time this process's own."""
+    lt = _load_test_module()
+    registry = lt.build_registry(cuda=False)
+    prompt = lt.make_split("test", 1)[0].prompt
+    level = lt.no_app_level(registry, prompt, 2)
+    assert (level.visitors, level.races, len(level.speedups)) == (0, 2, 2)
+    assert all(s > 1 for s in level.speedups) and level.client_cpu_s > 0 and level.server_cpu_s == 0
