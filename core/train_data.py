@@ -217,5 +217,5 @@ def pick_kind(rng: random.Random, stories_share: float, drills_share: float, lon
 
 def vocabulary() -> list[str]:
     """Every word of every task, each once: the embedded model's tokenizer is built from these."""
-    words = word_problems.NAMES + word_problems.ITEMS + word_problems.NUMBERS + word_problems.WORDS + stories.WORDS
+    words = word_problems.VOCABULARY + stories.WORDS
     return list(dict.fromkeys(words))

@@ -223,12 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
     with served_app() as app:
-        levels = [no_app_level(app.registry, app.prompt, args.no_app)] if args.no_app else []
-        levels += [measured_level(app.url, app.pid, n, args.races, app.prompt, app.expected, deadline)
-                   for n in counts]
+        no_app = [no_app_level(app.registry, app.prompt, args.no_app)] if args.no_app else []
+        served = [measured_level(app.url, app.pid, n, args.races, app.prompt, app.expected, deadline)
+                  for n in counts]
         # Races alone, pooled over every 1-visitor level (`--visitors 1,8,1` brackets a load level, so
         # the machine's own drift over the run is in the reference too).
-        alone = statistics.median([s for lv in levels if lv.visitors == 1 for s in lv.speedups] or levels[-1].speedups)
+        alone = statistics.median([s for lv in served if lv.visitors == 1 for s in lv.speedups] or served[0].speedups)
+        levels = no_app + served
         print(f"speedup alone (median): {alone:.2f}x; cpu threads {os.cpu_count()}")
         print("| visitors (0: no app) | races | races/s | latency p50 | latency max | speedups shown | spread vs alone "
               "| wrong | CPU s a race: server, clients (0: this process) |")

@@ -36,8 +36,7 @@ def word_problems_tokenizer():
     from core.tasks import word_problems
     from core.word_tokenizer import build_tokenizer
 
-    words = word_problems.NAMES + word_problems.ITEMS + word_problems.NUMBERS + word_problems.WORDS
-    return build_tokenizer(list(dict.fromkeys(words)))
+    return build_tokenizer(word_problems.VOCABULARY)
 
 
 def save_word_problems_model(folder: Path) -> Path:

@@ -14,7 +14,7 @@ from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.tasks import held_out, is_correct
-from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS, make_split
+from core.tasks.word_problems import VOCABULARY, make_split
 from core.word_tokenizer import build_tokenizer
 
 FIELDS = {
@@ -35,7 +35,7 @@ FIELDS = {
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("own")
-    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
+    tok = build_tokenizer(VOCABULARY)
     save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, folder)
     return folder
 

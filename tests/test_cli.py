@@ -10,7 +10,7 @@ from conftest import tiny_model
 
 from core.checkpoint import save_own_model
 from core.cli import contenders_from
-from core.tasks.word_problems import ITEMS, NAMES, NUMBERS, WORDS
+from core.tasks.word_problems import VOCABULARY
 from core.word_tokenizer import build_tokenizer
 
 PROMPT = "mia has 3 apples . how many apples does mia have now ?"
@@ -19,7 +19,7 @@ PROMPT = "mia has 3 apples . how many apples does mia have now ?"
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("own")
-    tok = build_tokenizer(NAMES + ITEMS + NUMBERS + WORDS)
+    tok = build_tokenizer(VOCABULARY)
     model = tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id, gen_len=16, block_len=8)
     save_own_model(model, tok, folder)
     return folder

@@ -289,9 +289,7 @@ def test_warm_start_keeps_every_weight_and_matches_embedding_rows_by_token(tmp_p
                           mask_token_id=tokenizer.mask_token_id, eos_token_ids=(tokenizer.eos_token_id,))
         return DiffusionTransformer(cfg)
 
-    words_only = build_tokenizer(
-        word_problems.NAMES + word_problems.ITEMS + word_problems.NUMBERS + word_problems.WORDS
-    )
+    words_only = build_tokenizer(word_problems.VOCABULARY)
     torch.manual_seed(0)
     source = tiny(words_only)
     save_own_model(source, words_only, tmp_path / "m1", dtype=torch.float32)

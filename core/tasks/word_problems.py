@@ -25,6 +25,7 @@ WORDS = (
     "has have buys finds gets more from gives to loses then doubles triples half of the how many does now ? "
     ". starts with + - * / = answer is question :"
 ).split()
+VOCABULARY = NAMES + ITEMS + NUMBERS + WORDS  # every word of the task (prompts, answers, worked examples)
 
 
 @dataclass(frozen=True)
