@@ -12,6 +12,7 @@ import gc
 import os
 import sys
 
+from app.device_thread import CPU_THREAD
 from app.gpu import CONCURRENCY, is_zero_gpu
 from app.models import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
@@ -54,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"EntropyCache demo running at {url}", flush=True)
     if demo.share_url:
         print(f"public link: {demo.share_url}", flush=True)
-    demo.block_thread()
+    # Instead of demo.block_thread(), the main thread runs every CPU load and decode step until the
+    # server stops (app/device_thread.py says why); Ctrl-C closes the server as block_thread would.
+    try:
+        CPU_THREAD.serve(until=lambda: not demo.is_running)
+    except (KeyboardInterrupt, OSError):
+        print("Keyboard interruption in main thread... closing server.", flush=True)
+        demo.close()
     return 0
 
 

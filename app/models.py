@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from app.device_thread import CPU_THREAD
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config, unknown_words
@@ -103,8 +104,8 @@ class ModelRegistry:
                     with self._gpu_lock:
                         self._evict_gpu_models()
                         self._loaded[label] = load_model(choice.source, device=choice.device)
-                else:
-                    self._loaded[label] = load_model(choice.source, device=choice.device)
+                else:  # on the thread every CPU decode runs on (app/device_thread.py)
+                    self._loaded[label] = CPU_THREAD.call(load_model, choice.source, choice.device)
             return self._loaded[label]
 
     def check_prompt(self, label: str, prompt: str) -> None:

@@ -19,6 +19,7 @@ import torch
 from app.banner import STOPPED, banner
 from app.compute import in_turns, waiting_text
 from app.context import AppContext
+from app.device_thread import CPU_THREAD
 from app.gpu import GPU_DURATION_S, free_memory, on_gpu
 from app.sessions import StopFlag
 
@@ -120,8 +121,11 @@ class TabRunner:
             model, tokenizer = registry.get(view.label)
             first, args = view.start(model, tokenizer)
             yield first
-            run = self.gpu_snapshots if choice.device == "cuda" else self.snapshots
-            with closed_after(run(view.label, flag, *args)) as snapshots:  # freed if cancelled
+            if choice.device == "cuda":
+                run = self.gpu_snapshots(view.label, flag, *args)
+            else:  # every step on the thread CPU decodes run on (app/device_thread.py)
+                run = CPU_THREAD.iterate(self.snapshots(view.label, flag, *args))
+            with closed_after(run) as snapshots:  # freed if cancelled
                 if self.turn_per_snapshot:
                     queue.leave(ticket)
                     snapshots = in_turns(queue, snapshots, flag.is_set)

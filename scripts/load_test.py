@@ -4,19 +4,22 @@
     python scripts/load_test.py --visitors 1,8,1 --races 4   # load bracketed by races alone
     python scripts/load_test.py --visitors 2 --races 2 --memory 0
     python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
+    python scripts/load_test.py --short --visitors 2 --races 2        # 1.5 s races (the test suite's)
 
-It starts the app (`python app.py`, the embedded model) in a process of its own on 127.0.0.1 and a
-free port, so the visitors' clients, which run here, never share the server's interpreter (in a
-real deployment they are browsers elsewhere). For each visitor count it runs that many gradio_client
-visitors at once, each racing the same prompt and settings `--races` times, and prints races/s,
-latency p50/max, the shown speedup's spread (the largest relative distance of any race's speedup
-from the median speedup of all races run alone), and the CPU time the server and the clients spent
-per race. Every race's two final texts are checked against direct decodes of core. Loopback only;
-bounded by the counts and by --max-seconds, after which it stops by itself (and stops the server).
-With --memory N it also runs N races in a row and reports the server's resident memory after the
-first 10 and after all N. With --no-app N it first races the same prompt N times in this process,
-through the same interleaver but without the app (the server idle): the spread the machine itself
-gives a race, in the same minutes as the levels.
+Every visitor races what a visitor gets by pressing Run on the page as it opens (the first example
+prompt, the embedded model's gen and block length, every other control at its default), or with
+--short a word problem of 64 tokens. It starts the app (`python app.py`, the embedded model) in a
+process of its own on 127.0.0.1 and a free port, so the visitors' clients, which run here, never
+share the server's interpreter (in a real deployment they are browsers elsewhere). For each visitor
+count it runs that many gradio_client visitors at once, each racing that prompt and settings
+`--races` times, and prints races/s, latency p50/max, the shown speedup's spread (the largest
+relative distance of any race's speedup from the median speedup of all races run alone), and the CPU
+time the server and the clients spent per race. Every race's two final texts are checked against
+direct decodes of core. Loopback only; bounded by the counts and by --max-seconds, after which it
+stops by itself (and stops the server). With --memory N it also runs N races in a row and reports
+the server's resident memory after the first 10 and after all N. With --no-app N it first races the
+same prompt N times in this process, through the same interleaver but without the app (the server
+idle): the spread the machine itself gives a race, in the same minutes as the levels.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
 
-SETTINGS = {"policy": "none", "tau": BOUNDS["tau"].default, "k": BOUNDS["k"].default, "gen_len": 64, "block_len": 32,
-            "steps": 0, "threshold": 0, "temperature": 0, "seed": 0}
+SETTINGS = {"policy": "none", "tau": BOUNDS["tau"].default, "k": BOUNDS["k"].default, "steps": 0, "threshold": 0,
+            "temperature": 0, "seed": 0}
 
 
 @dataclass
@@ -70,36 +73,55 @@ class Level:
         return max(abs(s - alone) / alone for s in self.speedups)
 
 
-def race_args(prompt: str) -> dict:
-    peers = {name: b.default for name, b in PEER_BOUNDS.items()}
-    return {"prompt": prompt, "model": EMBEDDED_LABEL, **SETTINGS, **peers}
+@dataclass(frozen=True)
+class Scenario:
+    """What every visitor races: one prompt and lengths, the other controls at their defaults."""
+
+    prompt: str
+    gen_len: int
+    block_len: int
+
+    @classmethod
+    def as_served(cls, registry) -> Scenario:
+        """What a visitor gets by pressing Run on the opened page: the first example, the model's lengths."""
+        choice = registry.choice(EMBEDDED_LABEL)
+        return cls(choice.examples[0], choice.gen_len, choice.block_len)
+
+    @classmethod
+    def short(cls) -> Scenario:
+        """A word problem, 64 tokens: a race of about 1.5 s (the test suite's)."""
+        return cls(make_split("test", 1)[0].prompt, 64, 32)
+
+    def args(self) -> dict:
+        peers = {name: b.default for name, b in PEER_BOUNDS.items()}
+        return {"prompt": self.prompt, "model": EMBEDDED_LABEL, "gen_len": self.gen_len, "block_len": self.block_len,
+                **SETTINGS, **peers}
+
+    def config(self) -> DecodeConfig:
+        return DecodeConfig(gen_len=self.gen_len, block_len=self.block_len)
 
 
 def race_policies() -> list:
     return [make_policy("none"), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
 
 
-def race_config() -> DecodeConfig:
-    return DecodeConfig(gen_len=SETTINGS["gen_len"], block_len=SETTINGS["block_len"])
-
-
-def direct_texts(registry, prompt: str) -> list[str]:
+def direct_texts(registry, scenario: Scenario) -> list[str]:
     """The final texts of both lanes, decoded by core without the app."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    ids = chat_prompt_ids(tokenizer, prompt)
-    return [answer_text(tokenizer, generate(model, ids, p, race_config())) for p in race_policies()]
+    ids = chat_prompt_ids(tokenizer, scenario.prompt)
+    return [answer_text(tokenizer, generate(model, ids, p, scenario.config())) for p in race_policies()]
 
 
-def no_app_level(registry, prompt: str, races: int) -> Level:
+def no_app_level(registry, scenario: Scenario, races: int) -> Level:
     """The race `races` times in this process without the app: the same interleaver (app.race), no
     rendering, no server work (visitors 0 in the table)."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    ids = chat_prompt_ids(tokenizer, prompt)
+    ids = chat_prompt_ids(tokenizer, scenario.prompt)
     speedups, latencies = [], []
     start, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(races):
         began = time.perf_counter()
-        decoders = [decode(model, ids, p, race_config()) for p in race_policies()]
+        decoders = [decode(model, ids, p, scenario.config()) for p in race_policies()]
         *_, last = race(decoders, ["none", "entropy"])
         speedups.append(last.lanes[0].clock / last.lanes[1].clock)
         latencies.append(time.perf_counter() - began)
@@ -107,7 +129,8 @@ def no_app_level(registry, prompt: str, races: int) -> Level:
                  client_cpu_s=time.process_time() - cpu0)
 
 
-def run_level(url: str, visitors: int, races: int, prompt: str, expected: list[str], deadline: float) -> Level:
+def run_level(url: str, visitors: int, races: int, scenario: Scenario, expected: list[str], deadline: float
+              ) -> Level:
     """`visitors` clients at once, each racing `races` times (or until the deadline)."""
     latencies, speedups, wrong, lock = [], [], [0], threading.Lock()
 
@@ -117,7 +140,7 @@ def run_level(url: str, visitors: int, races: int, prompt: str, expected: list[s
             if time.monotonic() > deadline:
                 return
             start = time.perf_counter()
-            out = client.predict(**race_args(prompt), api_name="/run")
+            out = client.predict(**scenario.args(), api_name="/run")
             took = time.perf_counter() - start
             trace = json.loads(Path(out[12]).read_text())
             with lock:
@@ -184,23 +207,23 @@ def serve(timeout_s: float = 180.0) -> tuple[str, subprocess.Popen]:
 class Served:
     url: str
     pid: int  # the server's process
-    prompt: str  # what every visitor races
+    scenario: Scenario  # what every visitor races
     expected: list[str]  # both lanes' final texts, decoded directly by core
     registry: object  # this process's own models (the direct decodes)
 
 
 @contextmanager
-def served_app() -> Iterator[Served]:
+def served_app(short: bool = False) -> Iterator[Served]:
     """The app serving in its own process, warmed by one race alone and one pair at once (a queued race
     takes paths a lone one never does); stopped on the way out."""
     registry = build_registry(cuda=False)  # here only for the direct decodes the results are checked against
-    prompt = make_split("test", 1)[0].prompt
-    expected = direct_texts(registry, prompt)
+    scenario = Scenario.short() if short else Scenario.as_served(registry)
+    expected = direct_texts(registry, scenario)
     url, server = serve()
     try:
-        Client(url, verbose=False).predict(**race_args(prompt), api_name="/run")
-        run_level(url, 2, 1, prompt, expected, time.monotonic() + 120)
-        yield Served(url, server.pid, prompt, expected, registry)
+        Client(url, verbose=False).predict(**scenario.args(), api_name="/run")
+        run_level(url, 2, 1, scenario, expected, time.monotonic() + 300)
+        yield Served(url, server.pid, scenario, expected, registry)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -212,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--races", type=int, default=3, help="races per visitor at each count")
     ap.add_argument("--memory", type=int, default=0, help="then N races in a row, reporting resident memory")
     ap.add_argument("--no-app", type=int, default=0, help="first N races in this process without the app")
+    ap.add_argument("--short", action="store_true", help="a word problem, gen 64, instead of the opened page's race")
     ap.add_argument("--max-seconds", type=float, default=900.0, help="stop starting races after this long")
     args = ap.parse_args(argv)
     counts = [int(v) for v in args.visitors.split(",")]
@@ -222,15 +246,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory and not 10 <= args.memory <= 1000:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
-    with served_app() as app:
-        no_app = [no_app_level(app.registry, app.prompt, args.no_app)] if args.no_app else []
-        served = [measured_level(app.url, app.pid, n, args.races, app.prompt, app.expected, deadline)
+    with served_app(args.short) as app:
+        no_app = [no_app_level(app.registry, app.scenario, args.no_app)] if args.no_app else []
+        served = [measured_level(app.url, app.pid, n, args.races, app.scenario, app.expected, deadline)
                   for n in counts]
         # Races alone, pooled over every 1-visitor level (`--visitors 1,8,1` brackets a load level, so
         # the machine's own drift over the run is in the reference too).
         alone = statistics.median([s for lv in served if lv.visitors == 1 for s in lv.speedups] or served[0].speedups)
         levels = no_app + served
-        print(f"speedup alone (median): {alone:.2f}x; cpu threads {os.cpu_count()}")
+        sc = app.scenario
+        print(f"race: {sc.prompt[:60]!r}... gen {sc.gen_len}, block {sc.block_len}; speedup alone (median): "
+              f"{alone:.2f}x; cpu threads {os.cpu_count()}")
         print("| visitors (0: no app) | races | races/s | latency p50 | latency max | speedups shown | spread vs alone "
               "| wrong | CPU s a race: server, clients (0: this process) |")
         print("|---|---|---|---|---|---|---|---|---|")
@@ -242,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory:
             client = Client(app.url, verbose=False)
             for i in range(args.memory):
-                client.predict(**race_args(app.prompt), api_name="/run")
+                client.predict(**app.scenario.args(), api_name="/run")
                 if i + 1 == 10:
                     after_10 = resident_mb(app.pid)
             end = resident_mb(app.pid)

@@ -31,6 +31,7 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 import app.drift  # noqa: E402
 import app.race_stream  # noqa: E402
+from app.device_thread import CPU_THREAD  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.params import PEER_OWNER  # noqa: E402
 from app.sweep_plots import sweep_table  # noqa: E402
@@ -73,8 +74,14 @@ def served():
     registry.preload()
     demo = build_demo(registry)
     url = launch(demo, "127.0.0.1", free_port())
+    # As in `python app.py`, one thread runs every CPU decode (there the main thread; here the tests have it)
+    stop = threading.Event()
+    decoding = threading.Thread(target=CPU_THREAD.serve, kwargs={"until": stop.is_set}, daemon=True)
+    decoding.start()
     yield url, registry
     demo.close()
+    stop.set()
+    decoding.join(timeout=30)
 
 
 def args(prompt: str = PROMPTS[0], **overrides) -> dict:
@@ -301,6 +308,21 @@ def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served
     assert decodes == []  # refused before any decode: no special token ever reached the model
     out = client.predict(**args(PROMPTS[0]), api_name="/run")  # the recorder sees a good prompt's decodes
     assert "finished" in out[0] and len(decodes) == 2
+
+
+def test_every_step_of_a_cpu_decode_runs_on_the_decoding_thread(served, monkeypatch) -> None:
+    """Not on the gradio worker thread that handles the visitor (app/device_thread.py says why)."""
+    stepped_on = set()
+
+    def recording(*a, _decode=app.race_stream.decode, **kw):
+        for event in _decode(*a, **kw):
+            stepped_on.add(threading.get_ident())
+            yield event
+
+    monkeypatch.setattr(app.race_stream, "decode", recording)
+    out = Client(served[0], verbose=False).predict(**args(), api_name="/run")
+    assert "finished" in out[0]
+    assert stepped_on == {CPU_THREAD.serving_thread} and None not in stepped_on
 
 
 def test_no_arbitrary_path_is_served(served) -> None:

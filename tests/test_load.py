@@ -31,9 +31,9 @@ def _load_test_module():
 def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
     lt = _load_test_module()
     deadline = time.monotonic() + 300
-    with lt.served_app() as app:
-        alone = lt.run_level(app.url, 1, 3, app.prompt, app.expected, deadline)
-        together = lt.run_level(app.url, 2, 2, app.prompt, app.expected, deadline)
+    with lt.served_app(short=True) as app:
+        alone = lt.run_level(app.url, 1, 3, app.scenario, app.expected, deadline)
+        together = lt.run_level(app.url, 2, 2, app.scenario, app.expected, deadline)
     assert (alone.races, together.races) == (3, 4), "every race ran before the deadline"
     assert alone.wrong == 0 and together.wrong == 0
     reference = statistics.median(alone.speedups)
@@ -46,7 +46,6 @@ def test_the_no_app_reference_races_the_prompt_in_this_process() -> None:
     visitors 0, its CPU time this process's own."""
     lt = _load_test_module()
     registry = lt.build_registry(cuda=False)
-    prompt = lt.make_split("test", 1)[0].prompt
-    level = lt.no_app_level(registry, prompt, 2)
+    level = lt.no_app_level(registry, lt.Scenario.short(), 2)
     assert (level.visitors, level.races, len(level.speedups)) == (0, 2, 2)
     assert all(s > 1 for s in level.speedups) and level.client_cpu_s > 0 and level.server_cpu_s == 0
