@@ -66,6 +66,7 @@ def drift_snapshots(
                 return
             events.append(event)
             if event.done or throttle.due():
+                throttle.handing_over()
                 yield DriftSnapshot(tuple(events), bool(event.done))
                 throttle.rendered()
             if event.done:

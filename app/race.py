@@ -7,8 +7,9 @@ visibly pulls ahead and finishes first, and the speedup shown is the measured on
 or by the caller between steps (rendering, plotting, network) is never on any clock.
 
 Snapshots come after at least `throttle_s` of wall time spent stepping since the caller last got
-control back (plus one when a lane finishes and one at the end), so rendering never takes more
-than its share of a run, however slow a render is. No gradio here.
+control back, and at least four times what the caller took over the last one (plus one when a lane
+finishes and one at the end), so rendering never takes more than a fifth of a run, however slow a
+render grows. No gradio here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from core.events import StepEvent
 
 DEFAULT_THROTTLE_S = 0.25  # at most ~4 renders a second: plotting must not slow the decoders down
+DECODE_PER_RENDER = 4.0  # at least this much stepping time per second the caller spends on a snapshot
 
 
 @dataclass
@@ -48,20 +50,31 @@ class Snapshot:
 
 
 class Throttle:
-    """When the next snapshot is due: once `seconds` of wall time have passed since the caller last got
-    control back. The window opens after the render, so however slow a render is, at least `seconds`
-    of decoding come between two of them."""
+    """When the next snapshot is due: once the window has passed since the caller last got control
+    back. The window opens after the render, so however slow a render is, decoding comes between two
+    of them; it is `seconds`, or DECODE_PER_RENDER times what the caller took over the last snapshot
+    if that is longer, so rendering never takes more than a fifth of a run's wall time, however
+    costly the plots grow late in a long run. seconds=0: every step is due."""
 
     def __init__(self, seconds: float, wall_clock: Callable[[], float] = time.perf_counter) -> None:
         self.seconds = seconds
         self.wall_clock = wall_clock
+        self.window = seconds
         self.opened: float | None = None  # None: the first snapshot is due at once
+        self._handed: float | None = None
 
     def due(self) -> bool:
-        return self.opened is None or self.wall_clock() - self.opened >= self.seconds
+        return self.opened is None or self.wall_clock() - self.opened >= self.window
+
+    def handing_over(self) -> None:
+        """Call right before yielding a snapshot."""
+        self._handed = self.wall_clock()
 
     def rendered(self) -> None:
+        """Call when the caller's turn (its render) is over and stepping resumes."""
         self.opened = self.wall_clock()
+        if self.seconds > 0 and self._handed is not None:
+            self.window = max(self.seconds, DECODE_PER_RENDER * (self.opened - self._handed))
 
 
 def _copy(lane: Lane) -> Lane:
@@ -96,6 +109,7 @@ def race(
                 lanes[i].finish_rank = finished_order
             end = all(lane.done for lane in lanes)
             if just_finished or end or throttle.due():
+                throttle.handing_over()
                 yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end)
                 throttle.rendered()
     finally:

@@ -125,9 +125,9 @@ def test_race_throttles_snapshots_on_wall_time_but_keeps_finishes_and_the_end() 
     assert sum(1 for s in snaps if any(la.done for la in s.lanes)) >= 2  # the first finish is never skipped
 
 
-def test_the_throttle_window_opens_when_the_caller_has_rendered() -> None:
-    """A render slower than the throttle must not turn every step into a snapshot: at least throttle_s
-    of decoding comes between two renders, however long the caller took."""
+def _steps_between_renders(render_s: float, throttle_s: float = 0.35) -> list[int]:
+    """Steps of 0.1 s wall time each, two lanes of 30; the caller takes render_s over every snapshot.
+    The steps taken between two throttled snapshots (not those a finish forced)."""
     now = [0.0]
 
     def stepping(n: int):
@@ -136,13 +136,24 @@ def test_the_throttle_window_opens_when_the_caller_has_rendered() -> None:
             yield event
 
     snaps = []
-    for snap in race([stepping(10), stepping(10)], ["a", "b"], throttle_s=0.35, wall_clock=lambda: now[0]):
+    for snap in race([stepping(30), stepping(30)], ["a", "b"], throttle_s=throttle_s, wall_clock=lambda: now[0]):
         snaps.append(snap)
-        now[0] += 1.0  # rendering the snapshot
+        now[0] += render_s  # rendering the snapshot
     steps = [sum(len(la.events) for la in s.lanes) for s in snaps]
-    assert steps[-1] == 20 and snaps[-1].finished
-    throttled = [b - a for a, b, s in zip(steps, steps[1:], snaps[1:]) if not any(la.done for la in s.lanes)]
-    assert throttled and min(throttled) == 4  # 0.4 s of steps: the first tick past 0.35 s
+    assert steps[-1] == 60 and snaps[-1].finished
+    return [b - a for a, b, s in zip(steps, steps[1:], snaps[1:]) if not any(la.done for la in s.lanes)]
+
+
+def test_the_throttle_window_opens_when_the_caller_has_rendered() -> None:
+    """However long a render takes, throttle_s of decoding comes between two of them."""
+    assert set(_steps_between_renders(0.01)) == {4}  # 0.4 s of steps: the first tick past 0.35 s
+
+
+def test_a_costly_render_widens_the_window_to_four_times_its_cost() -> None:
+    """Rendering never takes more than a fifth of the wall time: a 0.22 s render is followed by 0.88 s
+    of decoding (9 steps of 0.1 s) before the next snapshot, not 0.35 s."""
+    assert set(_steps_between_renders(0.22)) == {9}
+    assert set(_steps_between_renders(0.22, throttle_s=0)) == {1}  # 0: every step, whatever a render costs
 
 
 def test_race_stop_ends_it_and_closes_both_decoders() -> None:

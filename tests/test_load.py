@@ -2,9 +2,9 @@
 process; every result equals its direct decode, and the speedup each is shown stays near the one
 shown to races run alone.
 
-The bound is 20%, not the issue's 10%: on this 2-core machine races alone already spread up to ~10%
-(the machine's own drift during a 1.8 s race, docs/BENCHMARKS.md "The app under load"), so 10%
-would fail by chance; two visitors measured 4% and 8% here. Before races were queued, four visitors
+The bound is 20%, not the issue's 10%: on this 2-core machine the same short race (--short, about
+1.2 s) spreads up to ~20% with no app at all (the machine's own drift, docs/BENCHMARKS.md "The app
+under load"), so 10% would fail by chance. Before races were queued, four visitors
 at once were shown speedups up to 70% off.
 """
 
