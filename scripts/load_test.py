@@ -102,7 +102,7 @@ class Scenario:
 
 
 def race_policies() -> list:
-    return [make_policy("none"), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
+    return [make_policy(SETTINGS["policy"]), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
 
 
 def direct_texts(registry, scenario: Scenario) -> list[str]:
