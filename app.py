@@ -12,7 +12,9 @@ import gc
 import os
 import sys
 
-from app.device_thread import CPU_THREAD
+import torch
+
+from app.device_thread import CPU_THREAD, decode_threads
 from app.gpu import CONCURRENCY, is_zero_gpu
 from app.models import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
@@ -27,6 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--share", action="store_true", help="also open a public gradio.live link (off by default)")
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY,
                     help="runs admitted at once; they decode one at a time per device, in turn")
+    ap.add_argument("--threads", type=int, default=decode_threads(),
+                    help="CPU threads a decode uses (default: every core but one, which the server keeps)")
     return ap.parse_args(argv)
 
 
@@ -35,6 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency < 1:
         print(f"error: --concurrency must be a positive integer, got {args.concurrency}", file=sys.stderr)
         return 2
+    cores = len(os.sched_getaffinity(0))
+    if not 1 <= args.threads <= cores:
+        print(f"error: --threads must be from 1 to {cores} (the CPUs this process may use), got {args.threads}",
+              file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)  # the main thread's OpenMP team: every CPU decode runs on it
     # ZeroGPU loads every model at startup and lends each run a whole GPU slice: keep them all resident.
     max_gpu_models = 8 if is_zero_gpu() else 1
     try:

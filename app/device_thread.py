@@ -11,6 +11,13 @@ thread had run kernels too; the race's speedup read 2.05x, 2.4x and 1.85x. So th
 model load and decode step to the main thread, which does nothing else: the app's decodes run at the
 speed of `python -m core` and the bench, and its clocks measure what theirs do.
 
+That thread decodes with every core but one (`decode_threads`): the server's own work (the previous
+visitor's last update, the next visitor's request, a waiting visitor's place in line) needs a core
+now and then, and an OpenMP team that spans every core stalls at each barrier whenever one of them is
+taken. Measured on 2 cores, the word-problem race with nothing else running (12 races each): with 2
+threads, 1.1 s a race but its speedup read 2.04-2.73x, as the second core came and went; with 1
+thread, 1.6 s and 2.32-2.47x.
+
 `CPU_THREAD.serve()` is what the main thread runs once the server is up; until something serves (a
 test that builds the app in process), `call` runs inline on the calling thread. GPU decodes stay on
 the caller's thread: ZeroGPU attributes a GPU call to the request that makes it. No gradio here.
@@ -18,6 +25,7 @@ the caller's thread: ZeroGPU attributes a GPU call to the request that makes it.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -83,6 +91,11 @@ class DeviceThread:
                 except queue.Empty:
                     break
                 future.set_exception(RuntimeError("the server is stopping"))
+
+
+def decode_threads() -> int:
+    """OpenMP threads for CPU decodes: every CPU this process may run on but one, which the server keeps."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 def _run(future: Future, fn: Callable, args: tuple) -> None:

@@ -1,8 +1,8 @@
 """A fair race between decoders: interleave their step generators on one shared compute clock.
 
 Each lane's clock is the sum of its steps' compute time, which the decoder measures around each
-step on its own (device-synchronised). The race always advances the lane whose clock is behind, so
-the lanes move as if they ran side by side on separate identical devices: the cheaper decoder
+step on its own (on the step clock of core/device.py). The race always advances the lane whose
+clock is behind, so the lanes move as if they ran side by side on separate identical devices: the cheaper decoder
 visibly pulls ahead and finishes first, and the speedup shown is the measured one. Time spent here
 or by the caller between steps (rendering, plotting, network) is never on any clock.
 

@@ -25,7 +25,9 @@ INTRO = """# EntropyCache: a decode race
 Two decoders unmask the same prompt with the same seed. **Left:** the policy you compare against
 (default: no cache, every step recomputes every row). **Right:** EntropyCache, which recomputes the
 whole cache only after a step that decoded an uncertain token (max entropy above *tau*).
-They advance on one shared clock of measured compute time, so the faster one finishes first."""
+They advance on one shared clock of measured compute time, so the faster one finishes first. Compute
+time is each step's own work (on a CPU, the time the decoding thread spent on its core): drawing this
+page and other visitors' runs never count."""
 N_FINALS = 4  # the two final texts, the summary, the trace
 
 

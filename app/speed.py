@@ -1,7 +1,7 @@
 """The speed panel of each lane, the live speedup banner and the final summary table.
 
 Every number is the decoder's own measurement: compute seconds are summed step times (see
-app/race.py), never wall time, so rendering and network never enter them.
+app/race.py, and core/device.py for the clock), so rendering and network never enter them.
 """
 
 from __future__ import annotations

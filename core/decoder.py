@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import operator
-import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +18,7 @@ from typing import NamedTuple
 import torch
 
 from core.config import ModelConfig
-from core.device import sync
+from core.device import clock, gc_paused
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
@@ -152,7 +151,8 @@ def decode(
                               cfg.logit_shift)
             measured = before_step(x, cache, ctx) if before_step else {}
             n_transfer = None if config.threshold is not None else schedule[block_step]
-            result = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
+            with gc_paused():  # a collection's cost is the whole process's, not the step's (core/device.py)
+                result = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
             decode_order.extend(result.unmasked)
             done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
             response = x[p:].tolist()
@@ -198,10 +198,9 @@ def _step(
     generator: torch.Generator,
 ) -> _Step:
     device = x.device
-    sync(device)
-    t0 = time.perf_counter()
+    t0 = clock(device)  # core/device.py: CPU time of this thread on a CPU, synchronised wall time on a GPU
     plan = policy.plan(ctx)
-    t_plan = time.perf_counter() - t0
+    t_plan = clock(device) - t0
 
     shift = model.config.logit_shift
     # Dream reads position i's logits at row i-1. The prompt is never empty, so these rows are
@@ -225,11 +224,10 @@ def _step(
     unmasked = tuple(ctx.block_masked[i] for i in picked.tolist())
     x[_index(unmasked, device)] = tokens
 
-    sync(device)  # on GPU the forward runs asynchronously: bill its wait to the model, not the decision
-    t1 = time.perf_counter()
+    t1 = clock(device)  # it waits for the GPU: the forward's time is the model's, not the decision's
     entropies = tuple(entropy(probs).tolist())
     policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
-    t_end = time.perf_counter()
+    t_end = clock(device)
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + (t_end - t1) + signal_s
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"

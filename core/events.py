@@ -14,7 +14,7 @@ class Totals:
     full_steps: int = 0
     rows_computed: int = 0  # summed over steps and layers
     rows_full: int = 0  # what a full forward at every step would have computed
-    compute_s: float = 0.0  # model forward + token choice + decision, device-synchronised
+    compute_s: float = 0.0  # model forward + token choice + decision, on the step clock (core/device.py)
     decision_s: float = 0.0  # the policy's share: plan, observe, entropies of decoded tokens
     tokens: int = 0  # generated tokens before the first end-of-text
 

@@ -40,8 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
+from app.device_thread import decode_threads  # noqa: E402
 from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.params import BOUNDS, PEER_BOUNDS  # noqa: E402
 from app.race import race  # noqa: E402
@@ -248,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory and not 10 <= args.memory <= 1000:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
+    torch.set_num_threads(decode_threads())  # the no-app races decode with the app's team (app.py)
     with served_app(args.short) as app:
         no_app = [no_app_level(app.registry, app.scenario, args.no_app)] if args.no_app else []
         served = [measured_level(app.url, app.pid, n, args.races, app.scenario, app.expected, deadline)
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         levels = no_app + served
         sc = app.scenario
         print(f"race: {sc.prompt[:60]!r}... gen {sc.gen_len}, block {sc.block_len}; speedup alone (median): "
-              f"{alone:.2f}x; cpu threads {os.cpu_count()}")
+              f"{alone:.2f}x; decode threads {decode_threads()} of {os.cpu_count()} CPUs")
         print("| visitors (0: no app) | races | races/s | latency p50 | latency max | speedups shown | spread vs alone "
               "| wrong | CPU s a race: server, clients (0: this process) |")
         print("|---|---|---|---|---|---|---|---|---|")

@@ -19,7 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.device_thread import CPU_THREAD  # noqa: E402
+import torch  # noqa: E402
+
+from app.device_thread import CPU_THREAD, decode_threads  # noqa: E402
 from app.models import build_registry  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # The browser runs on a thread of its own: as in app.py, the main thread runs every CPU decode
     # (app/device_thread.py), so the race on the screenshot is measured as a visitor's would be.
+    torch.set_num_threads(decode_threads())  # app.py's default team
     threading.Thread(target=shoot_all).start()
     try:
         CPU_THREAD.serve(until=done.is_set)

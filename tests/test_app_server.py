@@ -527,6 +527,19 @@ def test_app_py_refuses_a_bad_model_folder_before_serving(tmp_path, capsys, monk
     assert (a.host, a.share, a.model) == (os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), False, [])
 
 
+@pytest.mark.parametrize("threads", ["0", "-1", "999"])
+def test_app_py_refuses_a_thread_count_outside_the_cpus_it_has(threads, capsys) -> None:
+    entry = load_entry()
+    assert entry.main(["--threads", threads]) == 2
+    cores = len(os.sched_getaffinity(0))
+    err = capsys.readouterr().err
+    assert f"--threads must be from 1 to {cores} (the CPUs this process may use), got {threads}" in err
+
+
+def test_app_py_decodes_with_every_cpu_but_one_by_default() -> None:
+    assert load_entry().parse_args([]).threads == max(1, len(os.sched_getaffinity(0)) - 1)
+
+
 def test_python_app_py_prints_its_local_url_and_serves_there() -> None:
     port = free_port()
     # `python app.py --port P`, with the embedded model swapped for ENTROPYCACHE_MODEL when that is set

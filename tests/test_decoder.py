@@ -1,12 +1,15 @@
 """The denoising loop: exactness of the always-full cache, determinism, events, bad input."""
 
+import gc
 import math
+import time
 
 import pytest
 import torch
 from conftest import tiny_model
 
 from core.decoder import DecodeConfig, decode, generate
+from core.device import clock as device_clock
 from core.policies import CachePolicy, Plan, make_policy
 
 PROMPT = [3, 9, 4, 12, 7, 30]
@@ -172,3 +175,68 @@ def test_the_mask_token_is_never_decoded(family, cfg):
     events = list(decode(model, [5, 6, 7], make_policy("none"), config))
     assert events[-1].done and model.config.mask_token_id not in events[-1].tokens
     assert len(events) == (cfg.get("steps") or 8) or "threshold" in cfg
+
+
+class Pausing(CachePolicy):
+    """No cache, and each plan takes 0.05 s: of this thread's CPU time (busy) or off the CPU (asleep,
+    as a thread is while the OS runs someone else on its core)."""
+
+    name = "pausing"
+
+    def __init__(self, busy: bool) -> None:
+        super().__init__()
+        self.busy = busy
+
+    def plan(self, ctx):
+        if self.busy:
+            end = time.thread_time() + 0.05
+            while time.thread_time() < end:
+                pass
+        else:
+            time.sleep(0.05)
+        return Plan(None, "no cache, after a pause")
+
+
+def test_a_cpu_step_is_timed_by_its_own_thread_cpu_time_not_by_time_off_the_cpu():
+    model = tiny_model()
+    asleep, busy = (run(model, Pausing(b), gen_len=8, block_len=8, stop_at_eos=False)[-1].totals for b in (False, True))
+    assert asleep.steps == busy.steps == 8
+    assert asleep.compute_s < 0.2  # 0.4 s asleep, none of it counted
+    assert busy.compute_s >= 0.4 and busy.decision_s >= 0.4  # 0.4 s of work, all of it counted, as the plan's
+
+
+def test_a_gpu_step_is_timed_by_wall_time_once_the_device_is_done(monkeypatch):
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    cuda = torch.device("cuda")
+    t0 = device_clock(cuda)
+    time.sleep(0.05)
+    assert device_clock(cuda) - t0 >= 0.05  # off-CPU time counts: the GPU works while this thread waits
+    assert synced == [cuda, cuda]
+
+
+class GcWatcher(CachePolicy):
+    """No cache; notes whether automatic garbage collection is on while it plans (inside the step)."""
+
+    name = "gc-watcher"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+
+    def plan(self, ctx):
+        self.seen.append(gc.isenabled())
+        return Plan(None, "no cache")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_steps_run_with_the_garbage_collector_paused_and_leave_it_as_it_was(enabled):
+    watcher = GcWatcher()
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        events = run(tiny_model(), watcher, gen_len=8, block_len=8, stop_at_eos=False)
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert len(events) == 8 and watcher.seen == [False] * 8

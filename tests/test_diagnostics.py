@@ -83,7 +83,9 @@ def test_probe_time_is_not_counted_as_decode_time(monkeypatch):
     measure = Probe.__call__
 
     def slow(self, *args):
-        time.sleep(0.2)  # 8 steps: 1.6 s of probing, far more than the tiny decode itself
+        end = time.thread_time() + 0.2  # 8 steps: 1.6 s of this thread's CPU time, far more than the decode's
+        while time.thread_time() < end:
+            pass
         return measure(self, *args)
 
     monkeypatch.setattr(Probe, "__call__", slow)
