@@ -14,9 +14,11 @@ speed of `python -m core` and the bench, and its clocks measure what theirs do.
 That thread decodes with every core but one (`decode_threads`): the server's own work (the previous
 visitor's last update, the next visitor's request, a waiting visitor's place in line) needs a core
 now and then, and an OpenMP team that spans every core stalls at each barrier whenever one of them is
-taken. Measured on 2 cores, the word-problem race with nothing else running (12 races each): with 2
-threads, 1.1 s a race but its speedup read 2.04-2.73x, as the second core came and went; with 1
-thread, 1.6 s and 2.32-2.47x.
+taken, and on a shared machine the last core comes and goes. Measured on 2 cores, the word-problem
+race with nothing else running, 1 and 2 threads alternating, 10 races each: 2 threads took 1.1 s a
+race, but in 4 of the 10 a full step cost what it costs on 1 thread (18 ms, not 11.5) and the
+speedup read 2.04-2.73x; 1 thread took 1.6 s and read 2.37-2.50x (and 1.84x once, a step that ran a
+full garbage collection, now paused: core/device.py).
 
 `CPU_THREAD.serve()` is what the main thread runs once the server is up; until something serves (a
 test that builds the app in process), `call` runs inline on the calling thread. GPU decodes stay on

@@ -4,7 +4,7 @@
     python scripts/load_test.py --visitors 1,8,1 --races 4   # load bracketed by races alone
     python scripts/load_test.py --visitors 2 --races 2 --memory 0
     python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
-    python scripts/load_test.py --short --visitors 2 --races 2        # 1.5 s races (the test suite's)
+    python scripts/load_test.py --short --visitors 2 --races 2        # 2 s races (the test suite's)
 
 Every visitor races what a visitor gets by pressing Run on the page as it opens (the first example
 prompt, the embedded model's gen and block length, every other control at its default), or with
@@ -91,7 +91,7 @@ class Scenario:
 
     @classmethod
     def short(cls) -> Scenario:
-        """A word problem, 64 tokens: a race of about 1.5 s (the test suite's)."""
+        """A word problem, 64 tokens: a race of about 2 s (the test suite's)."""
         return cls(make_split("test", 1)[0].prompt, 64, 32)
 
     def args(self) -> dict:

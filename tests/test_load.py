@@ -2,10 +2,10 @@
 process; every result equals its direct decode, and the speedup each is shown stays near the one
 shown to races run alone.
 
-The bound is 20%, not the issue's 10%: on this 2-core machine the same short race (--short, about
-1.2 s) spreads up to ~20% with no app at all (the machine's own drift, docs/BENCHMARKS.md "The app
-under load"), so 10% would fail by chance. Before races were queued, four visitors
-at once were shown speedups up to 70% off.
+The bound is 20%, not the issue's 10%: on this 2-core machine the same short race (--short, 1.7 s)
+moves up to ~8% between races alone, with nothing else running (docs/BENCHMARKS.md "The app under
+load"), and the reference here is the median of only 3 of them, so 10% would fail by chance. Before
+races were queued, four visitors at once were shown speedups up to 70% off.
 """
 
 from __future__ import annotations
