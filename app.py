@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from app.device_thread import CPU_THREAD, decode_threads
+from app.device_thread import CPU_THREAD, decode_threads, usable_cpus
 from app.gpu import CONCURRENCY, is_zero_gpu
 from app.models import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency < 1:
         print(f"error: --concurrency must be a positive integer, got {args.concurrency}", file=sys.stderr)
         return 2
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cpus()
     if not 1 <= args.threads <= cores:
         print(f"error: --threads must be from 1 to {cores} (the CPUs this process may use), got {args.threads}",
               file=sys.stderr)

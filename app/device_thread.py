@@ -95,9 +95,16 @@ class DeviceThread:
                 future.set_exception(RuntimeError("the server is stopping"))
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it, else every CPU)."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def decode_threads() -> int:
     """OpenMP threads for CPU decodes: every CPU this process may run on but one, which the server keeps."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
+    return max(1, usable_cpus() - 1)
 
 
 def _run(future: Future, fn: Callable, args: tuple) -> None:

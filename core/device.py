@@ -1,25 +1,29 @@
 """The clock a decode step is timed by, on each kind of device.
 
-On a GPU kernels run asynchronously, so a clock read first waits for the device, and the clock is wall
-time. On the CPU the clock is the CPU time of the thread that runs the step (`time.thread_time`):
-with nothing else running it equals the step's wall time (to 0.1% on the embedded model; the OpenMP
-workers' waits spin on that thread), and unlike wall time it does not count the moments the thread
-spent off its core while other processes, or the server's other threads, ran. So a step costs what
-its own work costs, whoever else is busy on the machine. What it still counts: its own work slowed by
-others (shared caches, memory bandwidth), and the time it spins waiting for an OpenMP worker that was
-taken off its core. A step runs with the garbage collector paused, as `timeit` does: a collection
-walks every object of the process (a server's, other visitors' traces), so what it costs is not the
-step's, and it may fall on any step of either lane.
+On a GPU kernels run asynchronously, so a clock read first waits for the device, and the clock is
+wall time. On the CPU the clock is the CPU time of the thread that runs the step
+(`time.thread_time`): with nothing else running it equals the step's wall time (to 0.1% on the
+embedded model; the OpenMP workers' waits spin on that thread), and unlike wall time it does not
+count the moments the thread spent off its core while other processes, or the server's other
+threads, ran. What it still counts: its own work slowed by others (shared caches, memory bandwidth),
+and the time it spins waiting for an OpenMP worker that was taken off its core. A step runs with
+the garbage collector paused, as `timeit` does: a collection walks every object of the process (a
+server's, other visitors' traces), so what it costs is not the step's, and it may fall on any step
+of either lane. On Windows a thread's CPU time advances only at the scheduler's tick (~16 ms, longer
+than a small step), so there the CPU clock is wall time too.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+
+CPU_CLOCK = time.perf_counter if sys.platform == "win32" else time.thread_time
 
 
 def sync(device: torch.device) -> None:
@@ -31,7 +35,7 @@ def sync(device: torch.device) -> None:
 def clock(device: torch.device) -> float:
     """Seconds on the device's step clock (see above), once the device has finished everything queued."""
     sync(device)
-    return time.perf_counter() if device.type == "cuda" else time.thread_time()
+    return time.perf_counter() if device.type == "cuda" else CPU_CLOCK()
 
 
 @contextmanager

@@ -531,7 +531,7 @@ def test_app_py_refuses_a_bad_model_folder_before_serving(tmp_path, capsys, monk
 def test_app_py_refuses_a_thread_count_outside_the_cpus_it_has(threads, capsys) -> None:
     entry = load_entry()
     assert entry.main(["--threads", threads]) == 2
-    cores = len(os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))  # Linux, as CI
     err = capsys.readouterr().err
     assert f"--threads must be from 1 to {cores} (the CPUs this process may use), got {threads}" in err
 

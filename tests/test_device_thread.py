@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from app.device_thread import DeviceThread
+from app.device_thread import DeviceThread, decode_threads, usable_cpus
 
 
 @pytest.fixture
@@ -73,3 +74,13 @@ def test_after_serving_ends_calls_run_inline_again() -> None:
     device.serve(until=lambda: True)
     assert device.serving_thread is None
     assert device.call(threading.get_ident) == threading.get_ident()
+
+
+def test_decodes_take_every_cpu_but_one_and_at_least_one(monkeypatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert (usable_cpus(), decode_threads()) == (4, 3)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
+    assert (usable_cpus(), decode_threads()) == (1, 1)
+    monkeypatch.delattr(os, "sched_getaffinity")  # macOS, Windows: every CPU
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert (usable_cpus(), decode_threads()) == (8, 7)
