@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BOUND = 0.20
 
@@ -49,3 +51,10 @@ def test_the_no_app_reference_races_the_prompt_in_this_process() -> None:
     level = lt.no_app_level(registry, lt.Scenario.short(), 2)
     assert (level.visitors, level.races, len(level.speedups)) == (0, 2, 2)
     assert all(s > 1 for s in level.speedups) and level.client_cpu_s > 0 and level.server_cpu_s == 0
+
+
+def test_a_level_counts_the_races_shown_a_speedup_past_the_bound() -> None:
+    lt = _load_test_module()
+    level = lt.Level(2, 4, 10.0, [1.0] * 4, [2.0, 2.19, 1.81, 2.25], 0)
+    assert level.over(2.0) == 1 and level.over(2.0, bound=0.05) == 3
+    assert level.spread(2.0) == pytest.approx(0.125)
