@@ -2,9 +2,9 @@
 
 Each lane's clock is the sum of its steps' compute time, which the decoder measures around each
 step on its own (on the step clock of core/device.py). The race always advances the lane whose
-clock is behind, so the lanes move as if they ran side by side on separate identical devices: the cheaper decoder
-visibly pulls ahead and finishes first, and the speedup shown is the measured one. Time spent here
-or by the caller between steps (rendering, plotting, network) is never on any clock.
+clock is behind, so the lanes move as if they ran side by side on separate identical devices: the
+cheaper decoder visibly pulls ahead and finishes first, and the speedup shown is the measured one.
+Time spent here or by the caller between steps (rendering, plotting, network) is never on any clock.
 
 Snapshots come after at least `throttle_s` of wall time spent stepping since the caller last got
 control back, and at least four times what the caller took over the last one (plus one when a lane

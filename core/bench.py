@@ -2,9 +2,9 @@
 
 All policies run in one process on the same prompts and seed, interleaved prompt by prompt (the
 order rotates), so machine noise hits them alike. Times are the decoder's own per-step compute
-times (model + token choice + decision, on the step clock of core/device.py); prompt encoding and printing are
-outside them. `ceiling` is the speedup a policy would reach if decode time were proportional to
-rows computed: rows computed by the reference / rows computed by the policy.
+times (model + token choice + decision, on the step clock of core/device.py); prompt encoding and
+printing are outside them. `ceiling` is the speedup a policy would reach if decode time were
+proportional to rows computed: rows computed by the reference / rows computed by the policy.
 
 Entropy columns describe the per-step max entropy of the decoded tokens (the number EntropyCache
 decides on): its median, 90th percentile and maximum over every step. Full steps are split into

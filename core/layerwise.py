@@ -17,8 +17,8 @@ layer adds the attention and FFN outputs it had when last computed there (KVCach
 dLLM-Cache's feature cache does; the first stream forward of a decode must compute every row.
 Without `stream` the forward computes Plan.rows at every layer as usual and only calls `after`.
 
-Everything a hook does is decision work: the model times both calls, on the step clock (core/device.py), into
-`signal_s`, and records how many rows each layer computed.
+Everything a hook does is decision work: the model times both calls, on the step clock
+(core/device.py), into `signal_s`, and records how many rows each layer computed.
 """
 
 from __future__ import annotations

@@ -72,12 +72,16 @@ class Level:
     def races_per_s(self) -> float:
         return self.races / self.wall_s
 
+    def distances(self, alone: float) -> list[float]:
+        """Each race's shown speedup, as its relative distance from `alone`."""
+        return [abs(s - alone) / alone for s in self.speedups]
+
     def spread(self, alone: float) -> float:
-        return max(abs(s - alone) / alone for s in self.speedups)
+        return max(self.distances(alone))
 
     def over(self, alone: float, bound: float = 0.10) -> int:
         """How many races were shown a speedup more than `bound` away from `alone`."""
-        return sum(abs(s - alone) / alone > bound for s in self.speedups)
+        return sum(d > bound for d in self.distances(alone))
 
 
 @dataclass(frozen=True)

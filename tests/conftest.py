@@ -1,6 +1,7 @@
 import os
 import pickle
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,13 @@ def tiny_config(family: str = "llada", **overrides) -> ModelConfig:
         base.update(family="llada")
     base.update(overrides)
     return ModelConfig(**base)
+
+
+def busy_for(seconds: float) -> None:
+    """Work on this thread's CPU for `seconds` of its CPU time (time the step clock counts, unlike a sleep)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
 
 
 def tiny_model(family: str = "llada", seed: int = 0, **overrides) -> DiffusionTransformer:

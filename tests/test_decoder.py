@@ -6,7 +6,7 @@ import time
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import busy_for, tiny_model
 
 from core.decoder import DecodeConfig, decode, generate
 from core.device import clock as device_clock
@@ -188,12 +188,7 @@ class Pausing(CachePolicy):
         self.busy = busy
 
     def plan(self, ctx):
-        if self.busy:
-            end = time.thread_time() + 0.05
-            while time.thread_time() < end:
-                pass
-        else:
-            time.sleep(0.05)
+        (busy_for if self.busy else time.sleep)(0.05)
         return Plan(None, "no cache, after a pause")
 
 

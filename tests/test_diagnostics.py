@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import busy_for, tiny_model
 
 from core.decoder import DecodeConfig, decode
 from core.diagnostics import Probe, drift_vs_entropy, kv_drift, pearson, row_change, spearman, volatility_curve
@@ -78,14 +78,11 @@ def test_probe_changes_no_token_and_matches_a_hand_computation():
 
 
 def test_probe_time_is_not_counted_as_decode_time(monkeypatch):
-    import time
 
     measure = Probe.__call__
 
     def slow(self, *args):
-        end = time.thread_time() + 0.2  # 8 steps: 1.6 s of this thread's CPU time, far more than the decode's
-        while time.thread_time() < end:
-            pass
+        busy_for(0.2)  # 8 steps: 1.6 s of this thread's CPU time, far more than the decode's
         return measure(self, *args)
 
     monkeypatch.setattr(Probe, "__call__", slow)
