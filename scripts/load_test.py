@@ -13,8 +13,10 @@ process of its own on 127.0.0.1 and a free port, so the visitors' clients, which
 share the server's interpreter (in a real deployment they are browsers elsewhere). For each visitor
 count it runs that many gradio_client visitors at once, each racing that prompt and settings
 `--races` times, and prints races/s, latency p50/max, the shown speedup's spread (the largest
-relative distance of any race's speedup from the median speedup of all races run alone) and how many
-races were more than 10% from it, and the CPU time the server and the clients spent per race. Every
+relative distance of any race's speedup from the median speedup of all races run alone), how many
+races were more than 10% from it, how far the speedups vary (sd over mean) and the CPU time the
+server and the clients spent per race; then the races with no app, alone and under load pooled, to
+say whether load spreads one race's number more than the machine alone does. Every
 race's two final texts are checked against direct decodes of core. Loopback only; bounded by the
 counts and by --max-seconds, after which it stops by itself (and stops the server). With --memory N
 it also runs N races in a row and reports the server's resident memory after the first 10 and after
@@ -82,6 +84,20 @@ class Level:
     def over(self, alone: float, bound: float = 0.10) -> int:
         """How many races were shown a speedup more than `bound` away from `alone`."""
         return sum(d > bound for d in self.distances(alone))
+
+
+def variation(speedups: list[float]) -> float:
+    """The speedups' sample standard deviation over their mean: how far one race's number moves."""
+    return statistics.stdev(speedups) / statistics.mean(speedups) if len(speedups) > 1 else 0.0
+
+
+def pooled(name: str, levels: list[Level]) -> str:
+    """One line on every race of `levels` together: how many, their median and their variation."""
+    speedups = [s for lv in levels for s in lv.speedups]
+    if not speedups:
+        return f"{name}: no races"
+    return (f"{name}: {len(speedups)} races, median {statistics.median(speedups):.2f}x, "
+            f"sd {variation(speedups):.1%} of the mean")
 
 
 @dataclass(frozen=True)
@@ -272,13 +288,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"race: {sc.prompt[:60]!r}... gen {sc.gen_len}, block {sc.block_len}; speedup alone (median): "
               f"{alone:.2f}x; decode threads {decode_threads()} of {os.cpu_count()} CPUs")
         print("| visitors (0: no app) | races | races/s | latency p50 | latency max | speedups shown | spread vs alone "
-              "| over 10% | wrong | CPU s a race: server, clients (0: this process) |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| over 10% | sd | wrong | CPU s a race: server, clients (0: this process) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for lv in levels:
             shown = ", ".join(f"{s:.2f}" for s in lv.speedups)
             print(f"| {lv.visitors} | {lv.races} | {lv.races_per_s:.2f} | {statistics.median(lv.latencies):.2f} s | "
-                  f"{max(lv.latencies):.2f} s | {shown} | {lv.spread(alone):.1%} | {lv.over(alone)} | {lv.wrong} | "
+                  f"{max(lv.latencies):.2f} s | {shown} | {lv.spread(alone):.1%} | {lv.over(alone)} | "
+                  f"{variation(lv.speedups):.1%} | {lv.wrong} | "
                   f"{lv.server_cpu_s / lv.races:.2f}, {lv.client_cpu_s / lv.races:.2f} |")
+        # Is a race's number spread more under load than alone? Compare the pools, not single races.
+        print(pooled("no app", no_app))
+        print(pooled("alone (1 visitor)", [lv for lv in served if lv.visitors == 1]))
+        print(pooled("under load (2+ visitors)", [lv for lv in served if lv.visitors > 1]))
         if args.memory:
             client = Client(app.url, verbose=False)
             for i in range(args.memory):

@@ -58,3 +58,13 @@ def test_a_level_counts_the_races_shown_a_speedup_past_the_bound() -> None:
     level = lt.Level(2, 4, 10.0, [1.0] * 4, [2.0, 2.19, 1.81, 2.25], 0)
     assert level.over(2.0) == 1 and level.over(2.0, bound=0.05) == 3
     assert level.spread(2.0) == pytest.approx(0.125)
+
+
+def test_the_pools_compare_how_far_one_race_moves_alone_and_under_load() -> None:
+    lt = _load_test_module()
+    alone = lt.Level(1, 2, 4.0, [1.0] * 2, [2.0, 2.2], 0)
+    loaded = lt.Level(2, 2, 4.0, [1.0] * 2, [1.9, 2.1], 0)
+    assert lt.variation([2.0]) == 0.0
+    assert lt.variation([1.9, 2.1]) == pytest.approx(statistics.stdev([1.9, 2.1]) / 2.0)
+    assert lt.pooled("both", [alone, loaded]) == "both: 4 races, median 2.05x, sd 6.3% of the mean"
+    assert lt.pooled("no app", []) == "no app: no races"
