@@ -25,8 +25,8 @@ of LLaDA-8B-Instruct and Dream-v0-Instruct-7B with random bf16 weights. It measu
 It writes gpu_check.json and gpu_check.md under --out and prints the table.
 
 Then, in a second call if at least 4 minutes of device time are left, the app under load on that
-machine's 16 dedicated cores (the embedded model decodes on the CPU there too; the 2-core machine's
-own noise is what keeps its figures from the issue's 10%, docs/BENCHMARKS.md "The app under load"):
+machine's 16 dedicated cores (the embedded model decodes on the CPU there too; on the 2-core VM a
+short race alone moves up to 20% on its own, docs/BENCHMARKS.md "The app under load"):
     (the same install and export) && python3 scripts/load_test.py --short --no-app 8 \
         --visitors 1,2,4,8,1 --races 3 --max-seconds 150 | tee "$OUT/load.txt"
 """
