@@ -16,13 +16,13 @@ count it runs that many gradio_client visitors at once, each racing that prompt 
 relative distance of any race's speedup from the median speedup of all races run alone), how many
 races were more than 10% from it, how far the speedups vary (sd over mean) and the CPU time the
 server and the clients spent per race; then the races with no app, alone and under load pooled, to
-say whether load spreads one race's number more than the machine alone does. Every
-race's two final texts are checked against direct decodes of core. Loopback only; bounded by the
-counts and by --max-seconds, after which it stops by itself (and stops the server). With --memory N
-it also runs N races in a row and reports the server's resident memory after the first 10 and after
-all N. With --no-app N it first races the same prompt N times in this process, through the same
-interleaver but without the app (the server idle): the spread the machine itself gives a race, in
-the same minutes as the levels.
+say whether load spreads one race's number more than the machine alone does. Every race's two final
+texts are checked against direct decodes of core. Loopback only; bounded by the counts and by
+--max-seconds, after which it stops by itself (and stops the server). With --memory N it also runs N
+races in a row and reports the server's resident memory after the first 10 and after all N. With
+--no-app N it first races the same prompt N times in this process, through the same interleaver but
+without the app (the server idle): the spread the machine itself gives a race, in the same minutes
+as the levels.
 """
 
 from __future__ import annotations
@@ -282,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                   for n in counts]
         # Races alone, pooled over every 1-visitor level (`--visitors 1,8,1` brackets a load level, so
         # the machine's own drift over the run is in the reference too).
-        alone = statistics.median([s for lv in served if lv.visitors == 1 for s in lv.speedups] or served[0].speedups)
+        alone_levels = [lv for lv in served if lv.visitors == 1]
+        alone = statistics.median([s for lv in alone_levels for s in lv.speedups] or served[0].speedups)
         levels = no_app + served
         sc = app.scenario
         print(f"race: {sc.prompt[:60]!r}... gen {sc.gen_len}, block {sc.block_len}; speedup alone (median): "
@@ -298,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{lv.server_cpu_s / lv.races:.2f}, {lv.client_cpu_s / lv.races:.2f} |")
         # Is a race's number spread more under load than alone? Compare the pools, not single races.
         print(pooled("no app", no_app))
-        print(pooled("alone (1 visitor)", [lv for lv in served if lv.visitors == 1]))
+        print(pooled("alone (1 visitor)", alone_levels))
         print(pooled("under load (2+ visitors)", [lv for lv in served if lv.visitors > 1]))
         if args.memory:
             client = Client(app.url, verbose=False)

@@ -3,8 +3,8 @@ process; every result equals its direct decode, and the speedup each is shown st
 shown to races run alone.
 
 The bound is 20%, not the issue's 10%: on this 2-core machine the same short race (--short, 1.7 s)
-moves up to ~8% between races alone, with nothing else running (docs/BENCHMARKS.md "The app under
-load"), and the reference here is the median of only 3 of them, so 10% would fail by chance. Before
+falls past 10% from the median in about 1 race of 20 with no app at all, up to 20% off
+(docs/BENCHMARKS.md "The app under load"), and the reference here is the median of only 3 races. Before
 races were queued, four visitors at once were shown speedups up to 70% off.
 """
 
