@@ -1,4 +1,4 @@
-"""python -m core generate|bench|train ...: see core/cli.py."""
+"""python -m core generate|bench|lm-eval|lm-eval-task ...: see core/cli.py."""
 
 import sys
 

@@ -5,7 +5,6 @@
     python -m core bench --forward-rows 601,18,2          # the cost of one forward by rows computed
     python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
     python -m core bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
-    python -m core train --out runs/my-model --minutes 30
 
 The model and decode flags are defined once here, and every policy parameter's flag is derived from
 the policies' declarations (core/policies/params.py): `generate` takes one value, `bench` a comma
@@ -22,7 +21,6 @@ from pathlib import Path
 
 import torch
 
-from core import train
 from core.bench import contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, generate
 from core.diagnostics import drift_report
@@ -266,7 +264,7 @@ def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m core", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,lm-eval,lm-eval-task,train}")
+    commands = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,lm-eval,lm-eval-task}")
 
     gen = commands.add_parser("generate", help="decode one prompt; print the answer and a one-line summary")
     gen.add_argument("--prompt", required=True)
@@ -308,11 +306,6 @@ def parser() -> argparse.ArgumentParser:
     task.add_argument("--n", type=int, default=40, help="held-out problems")
     task.add_argument("--shots", type=int, default=0, help="worked examples before each problem")
     task.set_defaults(run=run_lm_eval_task)
-
-    tr = commands.add_parser("train", help="train the embedded model (seeded, resumable)",
-                             description=train.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    train.add_arguments(tr)
-    tr.set_defaults(run=lambda args: train.run(tr, args))
     return ap
 
 

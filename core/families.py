@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.checkpoint import OWN_MODEL_TYPE
 from core.config import ModelConfig
+
+OWN_MODEL_TYPE = "entropycache-dlm"  # config.json's model_type of the project's own model
 
 
 @dataclass(frozen=True)

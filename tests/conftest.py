@@ -42,14 +42,14 @@ def tiny_model(family: str = "llada", seed: int = 0, **overrides) -> DiffusionTr
 def word_problems_tokenizer():
     """A word-level tokenizer of the word problems' words alone: a model that never saw a story."""
     from core.tasks import word_problems
-    from core.word_tokenizer import build_tokenizer
+    from training.word_tokenizer import build_tokenizer
 
     return build_tokenizer(word_problems.VOCABULARY)
 
 
 def save_word_problems_model(folder: Path) -> Path:
     """A tiny untrained own model with word_problems_tokenizer(), saved in the embedded model's layout."""
-    from core.checkpoint import save_own_model
+    from training.checkpoint import save_own_model
 
     tok = word_problems_tokenizer()
     save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, folder)

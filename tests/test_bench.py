@@ -9,13 +9,13 @@ import pytest
 from conftest import tiny_model
 
 from core.bench import Contender, contenders_from, run_bench
-from core.checkpoint import save_own_model
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.tasks import held_out, is_correct
 from core.tasks.word_problems import VOCABULARY, make_split
-from core.word_tokenizer import build_tokenizer
+from training.checkpoint import save_own_model
+from training.word_tokenizer import build_tokenizer
 
 FIELDS = {
     "policy",

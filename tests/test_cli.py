@@ -1,5 +1,6 @@
-"""The command line, `python -m core generate|bench|train`, on a small saved model: one test per
-command here (bench: tests/test_bench.py, train: tests/test_train.py), and the shared flags."""
+"""The command lines, `python -m core generate|bench|lm-eval|lm-eval-task` and `python -m training`, on a small
+saved model: one test per command here (bench: tests/test_bench.py, training: tests/test_train.py), and the
+shared flags."""
 
 import os
 import subprocess
@@ -8,10 +9,10 @@ import sys
 import pytest
 from conftest import tiny_model
 
-from core.checkpoint import save_own_model
 from core.cli import contenders_from
 from core.tasks.word_problems import VOCABULARY
-from core.word_tokenizer import build_tokenizer
+from training.checkpoint import save_own_model
+from training.word_tokenizer import build_tokenizer
 
 PROMPT = "mia has 3 apples . how many apples does mia have now ?"
 
@@ -107,14 +108,18 @@ def test_contenders_cover_every_combination_of_listed_values():
 
 def test_every_command_is_behind_the_one_entry_point():
     out = cli("--help")
-    assert out.returncode == 0 and out.stderr == "" and "{generate,bench,lm-eval,lm-eval-task,train}" in out.stdout
-    for command in ("generate", "bench", "lm-eval", "lm-eval-task", "train"):
+    assert out.returncode == 0 and out.stderr == "" and "{generate,bench,lm-eval,lm-eval-task}" in out.stdout
+    for command in ("generate", "bench", "lm-eval", "lm-eval-task"):
         out = cli(command, "--help")
         assert out.returncode == 0 and out.stderr == "" and f"python -m core {command}" in out.stdout
+    out = cli("--help", module="training")
+    assert out.returncode == 0 and out.stderr == "" and "{train}" in out.stdout
+    out = cli("train", "--help", module="training")
+    assert out.returncode == 0 and out.stderr == "" and "python -m training train" in out.stdout
 
 
 def test_the_package_function_generate_is_not_shadowed():
     """`core.generate` is the function even after the command line is imported."""
-    code = "import core, core.cli, core.bench, core.train; assert callable(core.generate); print('ok')"
+    code = "import core, core.cli, core.bench, training.train; assert callable(core.generate); print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -10,9 +10,9 @@ from checkpoints import LLADA_SPECIALS, tiny_llama, tiny_qwen2, write_dream, wri
 from conftest import tiny_model
 from safetensors.torch import load_file, save_file
 
-from core.checkpoint import save_own_model
 from core.loading import UnknownWordsError, chat_prompt_ids, load_model, unknown_words
-from core.word_tokenizer import build_tokenizer
+from training.checkpoint import save_own_model
+from training.word_tokenizer import build_tokenizer
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from core.tasks import stories
 from core.tasks import word_problems as task
 from core.tasks.stories import Story, check_story, choice_points, free_share, is_held_out, make_split, make_story
-from core.word_tokenizer import build_tokenizer
+from training.word_tokenizer import build_tokenizer
 
 PROMPT = "tell a story about leo and a dog in the park ."
 GOOD = (

@@ -1,7 +1,7 @@
-"""Train a small masked diffusion LM of our own on the embedded model's tasks (core/train_data.py).
+"""Train a small masked diffusion LM of our own on the embedded model's tasks (training/batches.py).
 
-    python -m core train --out runs/my-model --minutes 30 --save-every 100
-    python -m core train --init-from runs/my-model --out runs/my-model-2 --minutes 30 --stories 0.55
+    python -m training train --out runs/my-model --minutes 30 --save-every 100
+    python -m training train --init-from runs/my-model --out runs/my-model-2 --minutes 30 --stories 0.55
 
 (docs/EMBEDDED_MODEL.md gives the two runs that made assets/sums-and-stories.)
 
@@ -31,13 +31,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from core.checkpoint import save_own_model
 from core.config import ModelConfig
 from core.loading import load_model, read_config
 from core.model import DiffusionTransformer
 from core.tasks.word_problems import NUMBERS, make_split
-from core.train_data import GEN_LEN, Batch, make_batch, pick_kind, vocabulary
-from core.word_tokenizer import build_tokenizer
+from training.batches import GEN_LEN, Batch, make_batch, pick_kind, vocabulary
+from training.checkpoint import save_own_model
+from training.word_tokenizer import build_tokenizer
 
 EPS = 1e-3
 
@@ -164,7 +164,7 @@ def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The training flags (`python -m core train`, core/cli.py)."""
+    """The training flags (`python -m training train`, training/cli.py)."""
     ap.add_argument("--out", default="runs/model", help="checkpoint folder (never the shipped model unless named)")
     ap.add_argument("--state", default="runs/train-state", help="where resumable training state is kept")
     ap.add_argument("--resume", action="store_true")

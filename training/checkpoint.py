@@ -12,9 +12,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from core.families import OWN_MODEL_TYPE
 from core.model import DiffusionTransformer
-
-OWN_MODEL_TYPE = "entropycache-dlm"
 
 
 def save_own_model(
