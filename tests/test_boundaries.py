@@ -1,0 +1,67 @@
+"""The package boundaries: the decoder library (core) imports no UI, app or training code, and training
+imports no UI or app code.
+
+ruff enforces them: core/ruff.toml and training/ruff.toml extend the root configuration with the
+banned-api rule (TID251), and `ruff check .` (test.sh) applies each to its own tree. These tests check
+that configuration on probe sources linted as if they were files there, and that importing every core
+module at run time loads none of the banned packages (an import ruff cannot see, e.g. importlib's).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BANNED = {"core": ["gradio", "plotly", "app", "training"], "training": ["gradio", "plotly", "app"]}
+
+
+def banned_import_lines(path: str, source: str) -> list[int]:
+    """The lines ruff reports as banned imports (TID251) in `source` linted as the file `path`, with the
+    configuration ruff resolves for that path."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--output-format", "json", "--stdin-filename", path, "-"],
+        input=source, capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 1: violations found
+    return sorted(d["location"]["row"] for d in json.loads(done.stdout) if d["code"] == "TID251")
+
+
+@pytest.mark.parametrize("path, module", [
+    (f"{tree}/{where}probe.py", module)
+    for tree, modules in BANNED.items() for module in modules for where in ("", "sub/")  # a subpackage too
+])
+def test_a_banned_import_is_a_lint_error(path, module):
+    source = f"import {module}\n\n\ndef f():\n    from {module}.x import y\n\n    return {module}, y\n"
+    assert banned_import_lines(path, source) == [1, 5]
+
+
+@pytest.mark.parametrize("path, module", [
+    ("training/probe.py", "core.loading"),  # training builds on core
+    ("app/probe.py", "training.train"),  # the boundaries are core's and training's own
+    ("core/probe.py", "core.loading"),
+])
+def test_an_allowed_import_is_not_banned(path, module):
+    assert banned_import_lines(path, f"import {module}\n\nprint({module})\n") == []
+
+
+def test_importing_every_core_module_loads_no_ui_app_or_training_code():
+    check = f"""
+import importlib, pkgutil, sys
+import core
+banned = {set(BANNED["core"])!r}
+for m in pkgutil.walk_packages(core.__path__, "core."):
+    if m.name == "core.__main__":
+        continue
+    try:
+        importlib.import_module(m.name)
+    except ModuleNotFoundError as e:  # an optional dependency (lm-eval) that is not installed
+        if e.name.split(".")[0] in banned:
+            raise
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in banned)
+assert not loaded, loaded
+"""
+    done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
