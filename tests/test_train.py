@@ -9,7 +9,7 @@ from core.loading import load_model
 from core.tasks.word_problems import extract_answer, make_split
 from training.batches import DRILL_LEN, GEN_LEN, SHORT_LEN, make_batch, pick_kind, result_groups, vocabulary
 from training.cli import main
-from training.train import EPS, hidden_mask
+from training.objective import EPS, hidden_mask
 from training.word_tokenizer import build_tokenizer
 
 
@@ -92,7 +92,7 @@ def test_hidden_mask_hides_whole_groups_and_stratifies_t():
 def test_number_init_puts_numbers_on_a_line_and_keeps_norms():
     from conftest import tiny_model
 
-    from training.train import init_number_rows
+    from training.init_weights import init_number_rows
 
     model = tiny_model(vocab_size=80, dim=64)
     before = model.embed.weight.detach().clone(), model.lm_head.weight.detach().clone()
@@ -283,7 +283,7 @@ def test_warm_start_keeps_every_weight_and_matches_embedding_rows_by_token(tmp_p
     from core.model import DiffusionTransformer
     from core.tasks import word_problems
     from training.checkpoint import save_own_model
-    from training.train import warm_start
+    from training.init_weights import warm_start
 
     def tiny(tokenizer):
         cfg = ModelConfig(vocab_size=len(tokenizer), dim=32, n_layers=1, n_heads=2, ffn_dim=64,

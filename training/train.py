@@ -20,106 +20,24 @@ steps under --state, so a budget may be spent in several runs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from core.config import ModelConfig
-from core.loading import load_model, read_config
+from core.loading import read_config
 from core.model import DiffusionTransformer
 from core.tasks.word_problems import NUMBERS, make_split
-from training.batches import GEN_LEN, Batch, make_batch, pick_kind, vocabulary
+from training.batches import GEN_LEN, make_batch, pick_kind, vocabulary
 from training.checkpoint import save_own_model
+from training.init_weights import init_number_rows, warm_start
+from training.objective import diffusion_loss
+from training.state import load_state, save_state
 from training.word_tokenizer import build_tokenizer
-
-EPS = 1e-3
-
-
-def hidden_mask(targets: torch.Tensor, groups: torch.Tensor, gen: torch.Generator):
-    """Which target tokens to hide: (by_t, by_group, t).
-
-    by_t is LLaDA's mask, each target hidden with probability t, and t is stratified (one draw in
-    each 1/b of [0, 1]) so that every batch spans light and heavy masking. by_group adds, in half
-    the rows, whole result groups hidden with probability 1/2: the state the decoder is in when it
-    reaches a line's result with the rest of the chain still masked.
-    """
-    b, n = targets.shape
-    t = (1 - EPS) * (torch.arange(b).unsqueeze(1) + torch.rand(b, 1, generator=gen)) / b + EPS
-    by_t = (torch.rand(b, n, generator=gen) < t) & targets
-    hide = torch.rand(b, int(groups.max()) + 1, generator=gen) < 0.5
-    hide[:, 0] = False  # group 0: not a result
-    rows = torch.rand(b, 1, generator=gen) < 0.5
-    return by_t, torch.gather(hide, 1, groups) & rows, t
-
-
-def diffusion_loss(model, batch: Batch, mask_id: int, gen: torch.Generator) -> torch.Tensor:
-    """Cross-entropy on hidden targets, per target token: weight 1/t for the t-mask (LLaDA's ELBO
-    weight), 1 for tokens hidden only by their result group."""
-    by_t, by_group, t = hidden_mask(batch.targets, batch.groups, gen)
-    hidden = by_t | by_group
-    logits = model.full_logits(torch.where(hidden, mask_id, batch.ids), batch.key_mask)
-    ce = F.cross_entropy(logits[hidden], batch.ids[hidden], reduction="none")
-    weights = torch.where(by_t, 1 / t, 1.0)[hidden]  # row-major, same order as logits[hidden]
-    return (ce * weights).sum() / batch.targets.sum()
-
-
-def value_features(values: torch.Tensor, dim: int) -> torch.Tensor:
-    """Unit-norm sin/cos features of integer values, periods spread geometrically from 3 to 300:
-    the long periods place numbers on a line (12 is near 13), the short ones keep every number
-    distinct. Adding n to a value is then a rotation of these features, which the network can
-    learn once for all numbers instead of memorising every sum as an unrelated token pair."""
-    periods = torch.logspace(math.log10(3), math.log10(300), dim // 2)
-    angles = 2 * math.pi * values.float()[:, None] / periods
-    return torch.cat([angles.cos(), angles.sin()], dim=1) / math.sqrt(dim // 2)
-
-
-@torch.no_grad()
-def init_number_rows(model: DiffusionTransformer, number_ids: list[int], mix: float = 0.5) -> None:
-    """Start the number tokens' input and output embeddings as a blend of their random init and
-    value_features (same norms as the random rows). Initialisation only: the architecture and
-    the checkpoint layout are unchanged, and every weight still trains."""
-    ids = torch.tensor(number_ids)
-    features = value_features(torch.arange(len(number_ids)), model.config.dim)
-    for weight in (model.embed.weight, model.lm_head.weight):
-        rows = weight[ids]
-        norm = rows.norm(dim=1, keepdim=True)
-        blended = math.sqrt(1 - mix) * rows / norm + math.sqrt(mix) * features
-        weight[ids] = blended / blended.norm(dim=1, keepdim=True) * norm
-
-
-@torch.no_grad()
-def warm_start(model: DiffusionTransformer, tokenizer, folder: Path) -> list[str]:
-    """Copy a trained own model's weights into `model`: every layer as it is, and the embedding and
-    output rows of each token both tokenizers have (matched by the token, as the vocabularies are
-    sorted). Tokens new to `model` keep their fresh init. Returns the new tokens.
-
-    Why: a model that already solves word problems 0-shot only has to learn the k-shot format and the
-    stories, instead of learning arithmetic again inside a mixture of three tasks."""
-    old, old_tokenizer = load_model(folder)
-    shapes = {k: (v.shape, old.state_dict()[k].shape) for k, v in model.state_dict().items()}
-    for name, (new_shape, old_shape) in shapes.items():
-        if name not in ("embed.weight", "lm_head.weight") and new_shape != old_shape:
-            raise ValueError(f"--init-from {folder}: {name} is {tuple(old_shape)} there, {tuple(new_shape)} here")
-    rows = old_tokenizer.get_vocab()
-    new_tokens = []
-    for name, weight in model.state_dict().items():
-        source = old.state_dict()[name]
-        if name not in ("embed.weight", "lm_head.weight"):
-            weight.copy_(source)
-            continue
-        for token, i in tokenizer.get_vocab().items():
-            if token in rows:
-                weight[i] = source[rows[token]]
-            elif name == "embed.weight":
-                new_tokens.append(token)
-    return sorted(new_tokens)
 
 
 def lr_at(step: int, progress: float, peak: float, warmup: int) -> float:
@@ -127,40 +45,6 @@ def lr_at(step: int, progress: float, peak: float, warmup: int) -> float:
     if step < warmup:
         return peak * (step + 1) / warmup
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
-
-
-def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, state_dir / "model.safetensors")
-    moments = {}
-    for i, p in enumerate(model.parameters()):
-        s = opt.state.get(p, {})
-        if s:
-            moments[f"{i}.exp_avg"], moments[f"{i}.exp_avg_sq"] = s["exp_avg"], s["exp_avg_sq"]
-    save_file(moments, state_dir / "optimizer.safetensors")
-    (state_dir / "state.json").write_text(
-        json.dumps({"step": step, "elapsed_s": elapsed_s, "args": _flags(args)}, indent=1)
-    )
-
-
-def _flags(args: argparse.Namespace) -> dict:
-    """The training flags' values (the command line also keeps its own entries in the namespace)."""
-    return {k: v for k, v in vars(args).items() if isinstance(v, int | float | str | bool | None)}
-
-
-def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
-    model.load_state_dict(load_file(state_dir / "model.safetensors"))
-    moments = load_file(state_dir / "optimizer.safetensors")
-    state = json.loads((state_dir / "state.json").read_text())
-    step = state["step"]
-    for i, p in enumerate(model.parameters()):
-        if f"{i}.exp_avg" in moments:
-            opt.state[p] = {
-                "step": torch.tensor(float(step)),
-                "exp_avg": moments[f"{i}.exp_avg"],
-                "exp_avg_sq": moments[f"{i}.exp_avg_sq"],
-            }
-    return step, state.get("elapsed_s", 0.0)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -1,0 +1,45 @@
+"""Resumable training state: the weights, Adam's moments, the step and the time spent, saved together so a
+run continues exactly where its last save left it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, state_dir / "model.safetensors")
+    moments = {}
+    for i, p in enumerate(model.parameters()):
+        s = opt.state.get(p, {})
+        if s:
+            moments[f"{i}.exp_avg"], moments[f"{i}.exp_avg_sq"] = s["exp_avg"], s["exp_avg_sq"]
+    save_file(moments, state_dir / "optimizer.safetensors")
+    (state_dir / "state.json").write_text(
+        json.dumps({"step": step, "elapsed_s": elapsed_s, "args": _flags(args)}, indent=1)
+    )
+
+
+def _flags(args: argparse.Namespace) -> dict:
+    """The training flags' values (the command line also keeps its own entries in the namespace)."""
+    return {k: v for k, v in vars(args).items() if isinstance(v, int | float | str | bool | None)}
+
+
+def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
+    model.load_state_dict(load_file(state_dir / "model.safetensors"))
+    moments = load_file(state_dir / "optimizer.safetensors")
+    state = json.loads((state_dir / "state.json").read_text())
+    step = state["step"]
+    for i, p in enumerate(model.parameters()):
+        if f"{i}.exp_avg" in moments:
+            opt.state[p] = {
+                "step": torch.tensor(float(step)),
+                "exp_avg": moments[f"{i}.exp_avg"],
+                "exp_avg_sq": moments[f"{i}.exp_avg_sq"],
+            }
+    return step, state.get("elapsed_s", 0.0)
