@@ -240,6 +240,40 @@ def test_a_short_word_canvas_holds_the_answer_and_its_padding():
         assert batch.targets[row, -SHORT_LEN:].all()
 
 
+def test_a_zero_shot_words_batch_mixes_drills_row_by_row_on_a_short_canvas():
+    """The first stage of the embedded model: word problems asked alone, a share of each batch's rows
+    drills, a fixed number of rows, every answer on a 64-token canvas, read by the 0-shot vocabulary."""
+    import random
+
+    tok = build_tokenizer(vocabulary("words-0-shot"))
+    drills = problems = 0
+    for seed in range(8):
+        kind, shots, canvas = pick_kind(random.Random(seed), 0.0, 0.0, long_words=0.0, max_shots=0)
+        assert (kind, shots, canvas) == ("words", 0, SHORT_LEN)
+        batch = make_batch(tok, random.Random(seed), 100, kind, shots, canvas=canvas, n_rows=32, drill_rows=0.25)
+        assert batch.ids.shape[0] == 32  # the row count, whatever the token budget
+        for row in range(32):
+            words = tok.convert_ids_to_tokens(batch.ids[row].tolist())
+            assert words[-SHORT_LEN - 1] == "<|assistant|>" and batch.targets[row, -SHORT_LEN:].all()
+            answer = " ".join(w for w in words[-SHORT_LEN:] if w != "<|eos|>")
+            is_drill = "answer" not in answer
+            drills += is_drill
+            problems += not is_drill
+            assert is_drill or extract_answer(answer) is not None
+    assert 0.15 < drills / (drills + problems) < 0.35  # about a quarter of 256 rows
+    plain = make_batch(tok, random.Random(0), 3000, "words", canvas=SHORT_LEN)
+    assert all("answer" in tok.decode(row) for row in plain.ids)  # no drill rows unless asked
+
+
+def test_the_zero_shot_vocabulary_is_the_word_problems_without_the_worked_example_frame():
+    from core.tasks import stories, word_problems
+
+    zero_shot, every = vocabulary("words-0-shot"), vocabulary()
+    assert len(build_tokenizer(zero_shot)) == 121 and len(build_tokenizer(every)) == 210  # 7 special tokens each
+    assert set(every) - set(zero_shot) == (set(stories.WORDS) | set(word_problems.FEW_SHOT_WORDS)) - set(zero_shot)
+    assert {"question", ":"} == set(word_problems.FEW_SHOT_WORDS) and not {"question", ":"} & set(zero_shot)
+
+
 def test_held_out_problems_are_never_trained():
     import random
 
@@ -268,6 +302,12 @@ def test_held_out_problems_are_never_trained():
         ("--lr", "nan", "--lr must be a positive number, got nan"),
         ("--minutes", "0", "--minutes must be a positive number, got 0"),
         ("--heads", "3", "dim 32 is not divisible by n_heads 3"),
+        ("--drill-rows", "1.5", "--drill-rows must be a share in [0, 1], got 1.5"),
+        ("--batch-rows", "0", "--batch-rows must be a positive integer, got 0"),
+        ("--max-shots", "9", "--max-shots must be in [0, 8], got 9"),
+        ("--gen-len", "2048", "--gen-len 2048 does not fit --max-seq-len 1024"),
+        ("--gen-len", "48", "default gen_len 48 must be a multiple of block_len 32"),
+        ("--vocabulary", "words-0-shot", "--vocabulary words-0-shot has no story words"),
     ],
 )
 def test_bad_numbers_are_refused_before_training(tmp_path, capsys, flag, value, message):

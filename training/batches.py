@@ -137,18 +137,31 @@ def _drill_row(rng: random.Random) -> tuple[_Row, _Row]:
 
 
 def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int = 0,
-               held_out: frozenset[str] = frozenset(), canvas: int | None = None, block_prefix: float = 0.0) -> Batch:
+               held_out: frozenset[str] = frozenset(), canvas: int | None = None, block_prefix: float = 0.0,
+               n_rows: int | None = None, drill_rows: float = 0.0) -> Batch:
     """A batch of `kind` ('words' with `shots` worked examples, 'stories', 'drills') of about `tokens`
-    tokens (at least one row), each response on a `canvas`-token canvas (default: DRILL_LEN for
-    drills, GEN_LEN otherwise). Word problems in `held_out` are never drawn. A `block_prefix` share
-    of story rows is cut at a block boundary (`cut_at_block`)."""
-    make = {"words": lambda: _words_row(rng, shots, held_out), "stories": lambda: _story_row(rng),
-            "drills": lambda: _drill_row(rng)}[kind]
+    tokens (at least one row), or of exactly `n_rows` rows, each response on a `canvas`-token canvas
+    (default: DRILL_LEN for drills, GEN_LEN otherwise). Word problems in `held_out` are never drawn.
+    A `block_prefix` share of story rows is cut at a block boundary (`cut_at_block`). In a words
+    batch, each row is a drill with probability `drill_rows`: drills mixed row by row into the word
+    problems, on their canvas."""
+    def words() -> tuple[_Row, _Row]:
+        if drill_rows and rng.random() < drill_rows:
+            return _drill_row(rng)
+        return _words_row(rng, shots, held_out)
+
+    make = {"words": words, "stories": lambda: _story_row(rng), "drills": lambda: _drill_row(rng)}[kind]
     canvas = canvas or (DRILL_LEN if kind == "drills" else GEN_LEN)
     before, after = chat_frame(tokenizer)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     rows: list[tuple[list[int], list[bool], list[int]]] = []
-    while not rows or (len(rows) + 1) * max(len(r[0]) for r in rows) <= tokens:
+
+    def room() -> bool:  # for one more row
+        if n_rows:
+            return len(rows) < n_rows
+        return (len(rows) + 1) * max(len(r[0]) for r in rows) <= tokens
+
+    while not rows or room():
         prompt, response = make()
         assert len(response.words) <= canvas, "the answer fits its canvas"
         ids = [*before, *_ids(tokenizer, prompt.words), *after, *_ids(tokenizer, response.words)]
@@ -202,8 +215,9 @@ class BatchKind(NamedTuple):
     canvas: int  # the response canvas
 
 
-def pick_kind(rng: random.Random, stories_share: float, drills_share: float, long_words: float = 1.0) -> BatchKind:
-    """The next batch's kind; for word problems, its number of worked examples (0..MAX_SHOTS) and
+def pick_kind(rng: random.Random, stories_share: float, drills_share: float, long_words: float = 1.0,
+              max_shots: int = MAX_SHOTS) -> BatchKind:
+    """The next batch's kind; for word problems, its number of worked examples (0..max_shots) and
     its canvas: GEN_LEN in a `long_words` share of word batches, else SHORT_LEN. A short canvas
     spends far fewer tokens on end-of-text padding; the long ones teach the padding's tail."""
     u = rng.random()
@@ -211,11 +225,17 @@ def pick_kind(rng: random.Random, stories_share: float, drills_share: float, lon
         return BatchKind("stories", 0, GEN_LEN)
     if u < stories_share + drills_share:
         return BatchKind("drills", 0, DRILL_LEN)
-    shots = rng.randint(0, MAX_SHOTS)
+    shots = rng.randint(0, max_shots)
     return BatchKind("words", shots, GEN_LEN if rng.random() < long_words else SHORT_LEN)
 
 
-def vocabulary() -> list[str]:
-    """Every word of every task, each once: the embedded model's tokenizer is built from these."""
-    words = word_problems.VOCABULARY + stories.WORDS
-    return list(dict.fromkeys(words))
+VOCABULARIES = {
+    "all": word_problems.VOCABULARY + stories.WORDS,  # every task's: the embedded model's
+    "words-0-shot": word_problems.ZERO_SHOT_VOCABULARY,  # word problems asked alone, and drills
+}
+
+
+def vocabulary(name: str = "all") -> list[str]:
+    """The words of vocabulary `name`, each once: a tokenizer is built from them. A model trained on
+    fewer tasks holds only their words, and warm_start adds the rest when it moves on."""
+    return list(dict.fromkeys(VOCABULARIES[name]))

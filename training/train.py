@@ -10,11 +10,11 @@ padding, and in a k-shot row every worked example's answer) is masked with proba
 and the loss is the cross-entropy on masked tokens weighted by 1/t. Additions, each there because it
 measurably helped (docs/EMBEDDED_MODEL.md): t stratified over the batch and results hidden together
 with their copies (the model must compute a result, not copy it); number embeddings initialised with
-value features (12 starts near 13); a share of the batches arithmetic drills, which show each fact
-far more often per step than word problems; a share of the story rows cut at a block boundary, later
-blocks all masks (the state block-wise decoding is in). Seeded and resumable: each batch is drawn from a
-generator seeded by (seed, step), and --resume continues from the state saved every --save-every
-steps under --state, so a budget may be spent in several runs.
+value features (12 starts near 13); a share of the batches (or of each batch's rows) arithmetic drills,
+which show each fact far more often per step than word problems; a share of the story rows cut at a
+block boundary, later blocks all masks (the state block-wise decoding is in). Seeded and resumable:
+each batch is drawn from a generator seeded by (seed, step), and --resume continues from the state
+saved every --save-every steps under --state, so a budget may be spent in several runs.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from core.config import ModelConfig
 from core.loading import read_config
 from core.model import DiffusionTransformer
 from core.tasks.word_problems import NUMBERS, make_split
-from training.batches import GEN_LEN, make_batch, pick_kind, vocabulary
+from training.batches import GEN_LEN, MAX_SHOTS, VOCABULARIES, make_batch, pick_kind, vocabulary
 from training.checkpoint import save_own_model
 from training.init_weights import init_number_rows, warm_start
 from training.objective import diffusion_loss
@@ -59,6 +59,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="minutes: pause (and save) this run after this much wall time; resume later")
     ap.add_argument("--until", type=int, default=None, help="pause (and save) after this step; resume later")
     ap.add_argument("--batch-tokens", type=int, default=8192, help="tokens per batch (rows of one kind)")
+    ap.add_argument("--batch-rows", type=int, default=None, help="rows per batch instead of --batch-tokens")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--init-from", default=None,
@@ -75,6 +76,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="share of story rows cut at a block boundary, later blocks all masks and out of the loss")
     ap.add_argument("--long-words", type=float, default=0.25,
                     help="share of word-problem batches on the full canvas (the rest on a 64-token one)")
+    ap.add_argument("--drill-rows", type=float, default=0.0,
+                    help="share of the rows of a word-problem batch that are drills (drills mixed row by row)")
+    ap.add_argument("--max-shots", type=int, default=MAX_SHOTS,
+                    help=f"most worked examples before a word problem, 0 to {MAX_SHOTS} (0: each asked alone)")
+    ap.add_argument("--vocabulary", default="all", choices=list(VOCABULARIES),
+                    help="the tokenizer's words: every task's, or only those of word problems asked alone and drills")
+    ap.add_argument("--gen-len", type=int, default=GEN_LEN, help="the decode default saved in config.json")
+    ap.add_argument("--max-seq-len", type=int, default=1024,
+                    help="positions the model declares (1024: an 8-shot prompt, ~700 tokens, and a 256-token canvas)")
     ap.add_argument("--save-every", type=int, default=200)
 
 
@@ -86,7 +96,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # Adam's second moments of rarely used embedding rows decay into denormal floats, which made
     # CPU steps several times slower as training went on.
     torch.set_flush_denormal(True)
-    tokenizer = build_tokenizer(vocabulary())
+    tokenizer = build_tokenizer(vocabulary(args.vocabulary))
     if args.init_from:  # its architecture, so the weights fit
         try:
             shape, _, _ = read_config(Path(args.init_from))
@@ -102,8 +112,8 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             ffn_dim=args.ffn,
             mask_token_id=tokenizer.mask_token_id,
             eos_token_ids=(tokenizer.eos_token_id,),
-            max_seq_len=1024,  # an 8-shot prompt (~700 tokens) and a 256-token canvas
-            gen_len=GEN_LEN,
+            max_seq_len=args.max_seq_len,
+            gen_len=args.gen_len,
             block_len=32,
         )
     except ValueError as e:  # e.g. --dim not divisible by --heads
@@ -141,8 +151,9 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             break
         rng = random.Random(args.seed * 1_000_003 + step)
         gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        kind, shots, canvas = pick_kind(rng, args.stories, args.drills, args.long_words)
-        batch = make_batch(tokenizer, rng, args.batch_tokens, kind, shots, held_out, canvas, args.block_prefix)
+        kind, shots, canvas = pick_kind(rng, args.stories, args.drills, args.long_words, args.max_shots)
+        batch = make_batch(tokenizer, rng, args.batch_tokens, kind, shots, held_out, canvas, args.block_prefix,
+                           args.batch_rows, args.drill_rows)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, progress, args.lr, args.warmup)
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -167,8 +178,10 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse bad numbers before anything is built or saved (argparse's 'error: ...', exit 2)."""
     counts = {"--steps": args.steps, "--batch-tokens": args.batch_tokens, "--dim": args.dim, "--layers": args.layers}
     counts |= {"--heads": args.heads, "--ffn": args.ffn, "--save-every": args.save_every}
-    if args.until is not None:
-        counts["--until"] = args.until
+    counts |= {"--gen-len": args.gen_len, "--max-seq-len": args.max_seq_len}
+    for flag, n in (("--until", args.until), ("--batch-rows", args.batch_rows)):
+        if n is not None:
+            counts[flag] = n
     for flag, n in counts.items():
         if n < 1:
             ap.error(f"{flag} must be a positive integer, got {n}")
@@ -181,10 +194,17 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if not (math.isfinite(args.lr) and args.lr > 0):
         ap.error(f"--lr must be a positive number, got {args.lr:g}")
     shares = {"--number-init": args.number_init, "--drills": args.drills, "--stories": args.stories,
-              "--long-words": args.long_words, "--block-prefix": args.block_prefix}
+              "--long-words": args.long_words, "--block-prefix": args.block_prefix, "--drill-rows": args.drill_rows}
     for flag, share in shares.items():
         if not 0 <= share <= 1:  # a share above 1 would make the number init NaN, or every batch a drill
             ap.error(f"{flag} must be a share in [0, 1], got {share:g}")
     if args.drills + args.stories > 1:
         ap.error(f"--drills + --stories must be at most 1, got {args.drills + args.stories:g}")
+    if not 0 <= args.max_shots <= MAX_SHOTS:
+        ap.error(f"--max-shots must be in [0, {MAX_SHOTS}], got {args.max_shots}")
+    if args.gen_len > args.max_seq_len:
+        ap.error(f"--gen-len {args.gen_len} does not fit --max-seq-len {args.max_seq_len}")
+    if args.vocabulary == "words-0-shot" and (args.stories or args.max_shots):
+        ap.error("--vocabulary words-0-shot has no story words and no worked-example frame: "
+                 "use it with --stories 0 --max-shots 0")
 

@@ -23,9 +23,11 @@ MAX_VALUE = 60  # every intermediate result stays in [0, MAX_VALUE]
 NUMBERS = [str(i) for i in range(MAX_VALUE + 1)]
 WORDS = (
     "has have buys finds gets more from gives to loses then doubles triples half of the how many does now ? "
-    ". starts with + - * / = answer is question :"
+    ". starts with + - * / = answer is"
 ).split()
-VOCABULARY = NAMES + ITEMS + NUMBERS + WORDS  # every word of the task (prompts, answers, worked examples)
+FEW_SHOT_WORDS = ["question", ":"]  # the frame around worked examples in a k-shot prompt (few_shot_prompt)
+ZERO_SHOT_VOCABULARY = NAMES + ITEMS + NUMBERS + WORDS  # a problem asked alone, its answer, a drill
+VOCABULARY = ZERO_SHOT_VOCABULARY + FEW_SHOT_WORDS  # every word of the task (prompts, answers, worked examples)
 
 
 @dataclass(frozen=True)
