@@ -113,9 +113,10 @@ def test_every_command_is_behind_the_one_entry_point():
         out = cli(command, "--help")
         assert out.returncode == 0 and out.stderr == "" and f"python -m core {command}" in out.stdout
     out = cli("--help", module="training")
-    assert out.returncode == 0 and out.stderr == "" and "{train}" in out.stdout
-    out = cli("train", "--help", module="training")
-    assert out.returncode == 0 and out.stderr == "" and "python -m training train" in out.stdout
+    assert out.returncode == 0 and out.stderr == "" and "{train,recipe}" in out.stdout
+    for command in ("train", "recipe"):
+        out = cli(command, "--help", module="training")
+        assert out.returncode == 0 and out.stderr == "" and f"python -m training {command}" in out.stdout
 
 
 def test_the_package_function_generate_is_not_shadowed():

@@ -1,6 +1,8 @@
 """The trainer, `python -m training train`: it saves a loadable checkpoint, and a resumed run equals an
 uninterrupted one."""
 
+import json
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -41,7 +43,9 @@ def test_resume_is_exact_and_output_loads(tmp_path):
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(["--out", str(straight / "model"), "--state", str(straight / "state"), *TINY])
     train(["--until", "2", "--out", str(split / "model"), "--state", str(split / "state"), *TINY])
+    assert not json.loads((split / "state" / "state.json").read_text())["finished"]  # paused, not done
     train(["--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY])
+    assert json.loads((split / "state" / "state.json").read_text())["finished"]
     a = load_file(straight / "state" / "model.safetensors")
     b = load_file(split / "state" / "model.safetensors")
     assert a.keys() == b.keys()

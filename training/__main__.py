@@ -1,4 +1,4 @@
-"""python -m training train ...: see training/cli.py."""
+"""python -m training train|recipe ...: see training/cli.py."""
 
 import sys
 

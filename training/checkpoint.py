@@ -27,11 +27,12 @@ def save_own_model(
     if model.config.tie_embeddings:
         state.pop("lm_head.weight")
     save_file(state, out / "model.safetensors", metadata={"format": "pt"})
+    tokenizer.save_pretrained(out)
     config = {
         "model_type": OWN_MODEL_TYPE,
         "architectures": ["DiffusionTransformer"],
         "torch_dtype": str(dtype).removeprefix("torch."),
         **model.config.to_dict(),  # decode defaults (gen_len, block_len) included
     }
+    # Written last: a folder with a config.json holds a whole model (a recipe skips such a stage).
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    tokenizer.save_pretrained(out)

@@ -1,5 +1,6 @@
 """The training command line, `python -m training COMMAND ...`.
 
+    python -m training recipe sums-and-stories --out runs/sums-and-stories   # the embedded model, every stage
     python -m training train --out runs/my-model --minutes 30
     python -m training train --init-from runs/my-model --out runs/my-model-2 --minutes 30 --stories 0.55
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from training import train
+from training import recipes, train
 
 
 def parser() -> argparse.ArgumentParser:
@@ -22,6 +23,10 @@ def parser() -> argparse.ArgumentParser:
                              description=train.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_arguments(tr)
     tr.set_defaults(run=lambda args: train.run(tr, args))
+    rc = commands.add_parser("recipe", help="a model's whole training, every stage (resumable)",
+                             description=recipes.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    recipes.add_arguments(rc)
+    rc.set_defaults(run=lambda args: recipes.run(rc, args))
     return ap
 
 

@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 
-def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args) -> None:
+def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args, finished: bool = False) -> None:
+    """Save the run at `step`; `finished`: its steps or its time budget are spent (not paused, not interrupted)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, state_dir / "model.safetensors")
     moments = {}
@@ -21,7 +22,7 @@ def save_state(state_dir: Path, model, opt, step: int, elapsed_s: float, args) -
             moments[f"{i}.exp_avg"], moments[f"{i}.exp_avg_sq"] = s["exp_avg"], s["exp_avg_sq"]
     save_file(moments, state_dir / "optimizer.safetensors")
     (state_dir / "state.json").write_text(
-        json.dumps({"step": step, "elapsed_s": elapsed_s, "args": _flags(args)}, indent=1)
+        json.dumps({"step": step, "elapsed_s": elapsed_s, "finished": finished, "args": _flags(args)}, indent=1)
     )
 
 
@@ -43,3 +44,10 @@ def load_state(state_dir: Path, model, opt) -> tuple[int, float]:
                 "exp_avg_sq": moments[f"{i}.exp_avg_sq"],
             }
     return step, state.get("elapsed_s", 0.0)
+
+
+def saved_state(state_dir: Path) -> dict | None:
+    """What state.json says of the run saved in `state_dir` (step, elapsed_s, finished, args: its flags),
+    or None where no state was saved yet."""
+    state_file = state_dir / "state.json"
+    return json.loads(state_file.read_text()) if state_file.exists() else None

@@ -3,7 +3,8 @@
     python -m training train --out runs/my-model --minutes 30 --save-every 100
     python -m training train --init-from runs/my-model --out runs/my-model-2 --minutes 30 --stories 0.55
 
-(docs/EMBEDDED_MODEL.md gives the two runs that made assets/sums-and-stories.)
+(The two runs that made assets/sums-and-stories are a recipe, training/recipes.py:
+`python -m training recipe sums-and-stories --out runs/sums-and-stories`.)
 
 LLaDA's SFT recipe: prompts are never masked; each target token (a response with its end-of-text
 padding, and in a k-shot row every worked example's answer) is masked with probability t ~ U(eps, 1),
@@ -139,12 +140,13 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     budget_s = args.minutes * 60
     started = time.monotonic()
     t0 = started - elapsed
-    done, ema = start, None
+    done, ema, out_of_time = start, None, False
     bar = tqdm(range(start, min(args.steps, args.until or args.steps)), initial=start, total=args.steps, desc="train")
     for step in bar:
         progress = max(step / args.steps, (time.monotonic() - t0) / budget_s)
         if progress >= 1:
             print(f"time budget of {args.minutes:g} min reached at step {step}")
+            out_of_time = True
             break
         if args.pause_after is not None and time.monotonic() - started > args.pause_after * 60:
             print(f"paused after {args.pause_after:g} min at step {step}: continue with --resume")
@@ -167,7 +169,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         bar.set_postfix(loss=f"{ema:.3f}", lr=f"{opt.param_groups[0]['lr']:.1e}")
         if done % args.save_every == 0:
             save_state(state_dir, model, opt, done, time.monotonic() - t0, args)
-    save_state(state_dir, model, opt, done, time.monotonic() - t0, args)
+    save_state(state_dir, model, opt, done, time.monotonic() - t0, args, finished=out_of_time or done >= args.steps)
     print(f"trained {done} steps in {(time.monotonic() - t0) / 60:.1f} minutes")
     save_own_model(model, tokenizer, Path(args.out))
     print(f"saved {args.out}")
