@@ -1,6 +1,7 @@
 """Training recipes, `python -m training recipe`: the embedded model's whole recipe runs from today's code,
 continues where it stopped, and makes a model with the shipped model's config and vocabulary."""
 
+import argparse
 import json
 import textwrap
 from pathlib import Path
@@ -11,6 +12,7 @@ from core.decoder import DecodeConfig, generate
 from core.loading import EMBEDDED, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.tasks.word_problems import example_prompt
+from training import train
 from training.cli import main
 from training.recipes import RECIPES, command_lines, stage_argv
 
@@ -63,10 +65,6 @@ def test_the_stages_are_the_runs_that_made_the_shipped_model():
     """Every setting of each stage, the trainer's defaults included: stage 1 is commit 507b5ee's trainer
     with its defaults and `--steps 6000 --minutes 57 --save-every 500`; stage 2 the command line that
     made assets/sums-and-stories from it. A change of a default the recipe relies on fails here."""
-    import argparse
-
-    from training import train
-
     ap = argparse.ArgumentParser()
     train.add_arguments(ap)
     first, second = (vars(ap.parse_args(stage_argv(RECIPE, s, Path("out")))) for s in RECIPES[RECIPE])

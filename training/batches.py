@@ -5,7 +5,8 @@ Every row is a chat-template prompt, left-padded, then a response canvas. The lo
 k-shot row every worked example's answer as well, as LLaDA's multi-turn SFT trains on every
 response, so a 4-shot row teaches five answers for the tokens of one long prompt. Results carry a
 group number shared with their copies (result_groups), so the loss can hide them together. A batch
-holds one kind of row (similar lengths, little padding), as many rows as fit `tokens` tokens.
+holds one kind of row (similar lengths, little padding), as many rows as fit `tokens` tokens, or a
+given number of rows.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def make_batch(tokenizer, rng: random.Random, tokens: int, kind: str, shots: int
     A `block_prefix` share of story rows is cut at a block boundary (`cut_at_block`). In a words
     batch, each row is a drill with probability `drill_rows`: drills mixed row by row into the word
     problems, on their canvas."""
+
     def words() -> tuple[_Row, _Row]:
         if drill_rows and rng.random() < drill_rows:
             return _drill_row(rng)
