@@ -164,6 +164,7 @@ def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
                     for i, v in enumerate(_list(e["layer_rows"], f"{where}.layer_rows", shape.model.n_layers))],
         compute_s=_number(e["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S),
         decision_s=_number(e["decision_s"], f"{where}.decision_s", 0, MAX_STEP_S),
+        capture_s=_number(e["capture_s"], f"{where}.capture_s", 0, MAX_STEP_S),
         totals=_totals(e["totals"], f"{where}.totals"),
         done=_bool(e["done"], f"{where}.done"),
         block_done=_bool(e["block_done"], f"{where}.block_done"),

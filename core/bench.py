@@ -175,6 +175,7 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "tokens_per_s": t.tokens_per_s,
         "steps": t.steps,
         "decode_s": t.compute_s,
+        "capture_s": t.capture_s,  # CUDA graphs captured on first use (core/passes.py): not in decode_s
     }
     if vanilla is not None:
         row["speedup_vs_vanilla"] = vanilla.totals.compute_s / t.compute_s

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import operator
-from array import array
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from core.device import clock, gc_paused
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
+from core.passes import GRAPH_MODES, Passes, index_tensor, passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.sampling import choose, entropy, transfer_schedule
 
@@ -35,6 +35,7 @@ class DecodeConfig:
     temperature: float = 0.0
     seed: int = 0
     stop_at_eos: bool = True
+    graphs: str = "auto"  # core/passes.py: fixed-shape passes replayed from CUDA graphs (auto: on a CUDA GPU)
 
     def validate(self) -> None:
         if not (isinstance(self.gen_len, int) and 1 <= self.gen_len <= 8192):
@@ -58,6 +59,8 @@ class DecodeConfig:
             raise ValueError(f"temperature must be a number in [0, 10], got {self.temperature!r}")
         if not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.graphs not in GRAPH_MODES:
+            raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {self.graphs!r}")
 
     @classmethod
     def for_model(
@@ -111,6 +114,7 @@ class _Step(NamedTuple):
     confidences: list[float]
     compute_s: float
     decision_s: float
+    capture_s: float
 
 
 def decode(
@@ -126,16 +130,19 @@ def decode(
     fields for that step's event (core.diagnostics.Probe measures the cache's drift this way)."""
     config.validate()
     prompt = _check_prompt(model, prompt_ids, config.gen_len)
-    cfg = model.config
-    device = model.embed.weight.device
-    p, length = len(prompt), len(prompt) + config.gen_len
-    mask_id, eos = cfg.mask_token_id, set(cfg.eos_token_ids)
+    with passes_for(model, len(prompt) + config.gen_len, config.block_len, config.graphs) as passes:
+        yield from _steps(model, prompt, policy, config, before_step, passes)
 
-    x = torch.full((length,), mask_id, dtype=torch.long, device=device)
-    x[:p] = torch.tensor(prompt, device=device)
+
+def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, config: DecodeConfig,
+           before_step: StepHook | None, passes: Passes) -> Iterator[StepEvent]:
+    cfg = model.config
+    p, length = len(prompt), passes.length
+    mask_id, eos = cfg.mask_token_id, set(cfg.eos_token_ids)
+    passes.start(prompt)
+    sequence = prompt + [mask_id] * config.gen_len  # the host's copy of passes.tokens: read without a device sync
     decode_order: list[int] = []
-    cache = model.new_cache(1, length)
-    generator = torch.Generator(device=device).manual_seed(config.seed)
+    generator = torch.Generator(device=passes.device).manual_seed(config.seed)
     policy.reset()
     totals = Totals()
     n_blocks = config.gen_len // config.block_len
@@ -146,18 +153,20 @@ def decode(
         end = start + config.block_len
         schedule = transfer_schedule(config.block_len, config.steps_per_block)
         block_step = 0
-        while block_masked := tuple(start + i for i, t in enumerate(x[start:end].tolist()) if t == mask_id):
+        while block_masked := tuple(pos for pos in range(start, end) if sequence[pos] == mask_id):
             ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, tuple(decode_order),
                               cfg.logit_shift)
-            measured = before_step(x, cache, ctx) if before_step else {}
+            measured = before_step(passes.tokens, passes.cache, ctx) if before_step else {}
             n_transfer = None if config.threshold is not None else schedule[block_step]
             with gc_paused():  # a collection's cost is the whole process's, not the step's (core/device.py)
-                result = _step(model, x, cache, ctx, policy, n_transfer, config, generator)
+                result = _step(model, passes, ctx, policy, n_transfer, config, generator)
+            for pos, token in zip(result.unmasked, result.tokens):
+                sequence[pos] = token
             decode_order.extend(result.unmasked)
-            done = config.stop_at_eos and _finish_at_eos(x, p, mask_id, eos)
-            response = x[p:].tolist()
+            done = config.stop_at_eos and _finish_at_eos(sequence, passes.tokens, p, mask_id, eos)
+            response = sequence[p:]
             totals += Totals(1, int(result.rows is None), sum(result.layer_rows), length * cfg.n_layers,
-                             result.compute_s, result.decision_s)
+                             result.compute_s, result.decision_s, capture_s=result.capture_s)
             totals.tokens = _n_generated(response, mask_id, eos)
             yield StepEvent(
                 step=step,
@@ -175,6 +184,7 @@ def decode(
                 layer_rows=result.layer_rows,
                 compute_s=result.compute_s,
                 decision_s=result.decision_s,
+                capture_s=result.capture_s,
                 totals=replace(totals),
                 done=done or (block == n_blocks - 1 and mask_id not in response),
                 block_done=mask_id not in response[start - p : end - p],
@@ -189,18 +199,18 @@ def decode(
 @torch.no_grad()
 def _step(
     model: DiffusionTransformer,
-    x: torch.Tensor,
-    cache: KVCache,
+    passes: Passes,
     ctx: StepContext,
     policy: CachePolicy,
     n_transfer: int | None,
     config: DecodeConfig,
     generator: torch.Generator,
 ) -> _Step:
-    device = x.device
+    device = passes.device
     t0 = clock(device)  # core/device.py: CPU time of this thread on a CPU, synchronised wall time on a GPU
     plan = policy.plan(ctx)
     t_plan = clock(device) - t0
+    captured = passes.capture_s
 
     shift = model.config.logit_shift
     # Dream reads position i's logits at row i-1. The prompt is never empty, so these rows are
@@ -209,9 +219,7 @@ def _step(
     hook = plan.hook
     stream = hook is not None and hook.stream
     rows = None if plan.rows is None or stream else _rows_to_compute(plan, needed, ctx.length)
-    row_index = None if rows is None else _index(rows, device)
-    ids = x[None] if rows is None else x[row_index][None]
-    logits = model(ids, cache, row_index, _index(needed, device), hook=hook)[0]
+    logits = passes.run(model, rows, needed, hook)
     n_layers = model.config.n_layers
     layer_rows = [ctx.length if rows is None else len(rows)] * n_layers if hook is None else hook.layer_rows
     if stream:  # the rows computed at any layer; None when every layer computed every row
@@ -221,18 +229,24 @@ def _step(
     logits[:, model.config.mask_token_id] = float("-inf")
 
     picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
-    unmasked = tuple(ctx.block_masked[i] for i in picked.tolist())
-    x[_index(unmasked, device)] = tokens
+    masked = index_tensor(ctx.block_masked, device)
+    passes.tokens.index_copy_(0, masked, torch.where(picked, tokens, passes.tokens[masked]))
+    confidences = probs.gather(1, tokens[:, None]).squeeze(1)
+    # The step's one wait for the device before the decision: what was picked, as what, how surely.
+    picked, tokens, confidences = torch.stack([picked.double(), tokens.double(), confidences.double()]).tolist()
+    slots = [i for i, flag in enumerate(picked) if flag]
+    unmasked = tuple(ctx.block_masked[i] for i in slots)
 
-    t1 = clock(device)  # it waits for the GPU: the forward's time is the model's, not the decision's
-    entropies = tuple(entropy(probs).tolist())
+    t1 = clock(device)  # the device is done: the forward's time is the model's, not the decision's
+    entropies = tuple(entropy(probs[index_tensor(slots, device)]).tolist())
     policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
     t_end = clock(device)
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + (t_end - t1) + signal_s
+    capture_s = passes.capture_s - captured  # a graph's capture is a one-time cost, not the step's
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
-    confidences = probs.gather(1, tokens[:, None]).squeeze(1).tolist()  # reported only: outside the timing
-    return _Step(reason, rows, layer_rows, unmasked, tokens.tolist(), entropies, confidences, t_end - t0, decision_s)
+    return _Step(reason, rows, layer_rows, unmasked, [int(tokens[i]) for i in slots], entropies,
+                 [confidences[i] for i in slots], t_end - t0 - capture_s, decision_s, capture_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
@@ -247,25 +261,18 @@ def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
     return rows
 
 
-def _index(positions: Sequence[int], device: torch.device) -> torch.Tensor:
-    """An int64 index tensor of a few positions. Viewing an int64 array costs ~20 us between forward
-    passes, torch.tensor(list) ~36 us: it inspects every item."""
-    if not positions:  # frombuffer refuses an empty buffer
-        return torch.empty(0, dtype=torch.long, device=device)
-    return torch.frombuffer(array("q", positions), dtype=torch.long).to(device)
-
-
-def _finish_at_eos(x: torch.Tensor, p: int, mask_id: int, eos: set[int]) -> bool:
-    """True once an end-of-text token is decoded with nothing masked before it; fills the rest."""
+def _finish_at_eos(sequence: list[int], tokens: torch.Tensor, p: int, mask_id: int, eos: set[int]) -> bool:
+    """True once an end-of-text token is decoded with nothing masked before it; fills the rest with it
+    (in `sequence`, the host's copy, and in `tokens`, the device's)."""
     if not eos:
         return False
-    response = x[p:].tolist()
-    for i, t in enumerate(response):
-        if t == mask_id:
+    for i in range(p, len(sequence)):
+        if sequence[i] == mask_id:
             return False
-        if t in eos:
-            tail = x[p + i + 1 :]
-            tail[tail == mask_id] = t
+        if sequence[i] in eos:
+            sequence[i + 1 :] = [sequence[i] if t == mask_id else t for t in sequence[i + 1 :]]
+            tail = tokens[i + 1 :]
+            tail.masked_fill_(tail == mask_id, sequence[i])
             return True
     return False
 

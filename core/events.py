@@ -17,6 +17,7 @@ class Totals:
     compute_s: float = 0.0  # model forward + token choice + decision, on the step clock (core/device.py)
     decision_s: float = 0.0  # the policy's share: plan, observe, entropies of decoded tokens
     tokens: int = 0  # generated tokens before the first end-of-text
+    capture_s: float = 0.0  # capturing CUDA graphs (core/passes.py): one-time work, not in compute_s
 
     def __iadd__(self, other: Totals) -> Totals:
         """Add another run's (or step's) totals field by field."""
@@ -58,6 +59,7 @@ class StepEvent:
     done: bool = False
     block_done: bool = False  # this step unmasked the last masked token of its block
     confidences: list[float] = field(default_factory=list)  # probability of each unmasked token when chosen
+    capture_s: float = 0.0  # capturing the CUDA graphs this step was the first to need: not in compute_s
     # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's drift at the
     # start of the step, per layer, and [steps since unmasked, K/V change since last step] per token.
     drift_cos: list[float] | None = None

@@ -8,7 +8,8 @@ Model args: `pretrained` (a checkpoint folder, a hub id, 'llada', 'dream'; defau
 model), `policy` (default entropy) and that policy's own parameters (tau, k, ...), `baseline` (a
 second policy decoded on every request too, e.g. none: the speed summary then has its speedup over
 it, from one interleaved run), the decode settings (gen_len, block_len, steps, threshold,
-temperature, seed; lengths default to the model's), device and dtype. Every arg is checked before
+temperature, seed; lengths default to the model's), `graphs` (auto, on, off: core/passes.py), device
+and dtype. Every arg is checked before
 the weights load. lm-eval's batch_size is accepted and ignored: requests decode one at a time.
 
 Generation follows LLaDA's and Fast-dLLM's own evaluation: the whole canvas of gen_len tokens is
@@ -66,6 +67,7 @@ class SpeedLog:
             "full_steps_fraction": t.full_steps / t.steps if t.steps else 0.0,
             "rows_fraction": t.rows_fraction,
             "decision_overhead": t.decision_s / t.compute_s if t.compute_s else 0.0,
+            "capture_s": t.capture_s,  # CUDA graphs captured on first use: not in decode_s
         }
         if baseline is not None and baseline in self.totals and t.compute_s:
             out["speedup_vs_" + baseline] = self.totals[baseline].compute_s / t.compute_s
@@ -85,10 +87,14 @@ def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
     for k in ("batch_size", "max_batch_size"):  # lm-eval's own; requests decode one at a time
         args.pop(k, None)
     settings = {k: _typed(k, args.pop(k), kind) for k, kind in DECODE_ARGS.items() if k in args and args[k] is not None}
+    if "graphs" in args:
+        settings["graphs"] = args.pop("graphs")
+        DecodeConfig(graphs=settings["graphs"]).validate()
     own = {p.name for p in POLICIES[policy].parameters}
     unknown = sorted(set(args) - own)
     if unknown:
-        allowed = ", ".join([*DECODE_ARGS, "pretrained", "policy", "baseline", "device", "dtype", *sorted(own)])
+        allowed = ", ".join([*DECODE_ARGS, "graphs", "pretrained", "policy", "baseline", "device", "dtype",
+                             *sorted(own)])
         raise ValueError(f"unknown model arg {unknown[0]!r} for policy {policy!r}; allowed: {allowed}")
     make_policy(policy, **args)  # checks the values against the policy's declarations
     if loading.get("dtype") not in (None, "float32", "bfloat16", "float16"):

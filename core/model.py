@@ -145,13 +145,18 @@ class DiffusionTransformer(nn.Module):
         dtype = self.layers[0].attn.wqkv.weight.dtype
         return KVCache.empty(cfg.n_layers, batch, cfg.n_kv_heads, length, cfg.head_dim, dtype, devices)
 
-    def _rope_at(self, positions: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin at `positions`, all below the cache's `length`: sizing the table by that length,
-        not by positions.max(), keeps the forward free of a device sync and of data-dependent
-        Python (which torch.compile would have to break the graph for)."""
-        if self._rope is None or self._rope[0].shape[0] < length or self._rope[0].device != positions.device:
+    def reserve_rope(self, length: int, device: torch.device) -> None:
+        """Build the RoPE tables for at least `length` positions on `device`, if they are not there:
+        sized by the cache's length, not by the positions a pass computes (their max would need a
+        device sync), and built outside any pass that a CUDA graph captures, which must keep reading
+        the same tables."""
+        if self._rope is None or self._rope[0].shape[0] < length or self._rope[0].device != device:
             size = max(length, min(self.config.max_seq_len, 4096))
-            self._rope = rope_tables(self.config.head_dim, size, self.config.rope_theta, positions.device)
+            self._rope = rope_tables(self.config.head_dim, size, self.config.rope_theta, device)
+
+    def _rope_at(self, positions: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin at `positions`, all below the cache's `length`."""
+        self.reserve_rope(length, positions.device)
         cos, sin = self._rope
         return cos[positions], sin[positions]
 

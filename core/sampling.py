@@ -33,20 +33,20 @@ def choose(
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Pick rows of `logits` [n, vocab] to unmask.
+    """Pick rows of `logits` [n, vocab] to unmask, on the device and without waiting for it: the
+    shapes never depend on what is picked.
 
-    Returns (picked row indices, their tokens, their probabilities [picked, vocab]).
+    Returns (a bool mask of the picked rows [n], every row's candidate token [n], every row's
+    probabilities [n, vocab]).
     """
     probs = torch.softmax(logits.float(), dim=-1)
     tokens = candidates(logits, temperature, generator)
     confidence = probs.gather(-1, tokens[:, None]).squeeze(-1)
     if threshold is not None:
-        keep = confidence > threshold
-        keep[confidence.argmax()] = True
-        picked = keep.nonzero().flatten()
-    else:
-        picked = confidence.topk(min(n_transfer, confidence.numel())).indices.sort().values
-    return picked, tokens[picked], probs[picked]
+        picked = confidence > threshold
+        return picked.scatter_(0, confidence.argmax()[None], True), tokens, probs
+    best = confidence.topk(min(n_transfer, confidence.numel())).indices
+    return torch.zeros_like(confidence, dtype=torch.bool).scatter_(0, best, True), tokens, probs
 
 
 def entropy(probs: torch.Tensor) -> torch.Tensor:

@@ -97,11 +97,14 @@ def test_cli_writes_table_and_json(saved, tmp_path):
         "8",
         "--json",
         str(out),
+        "--graphs",
+        "on",
     )
     assert res.returncode == 0, res.stderr
     rows = json.loads(out.read_text())
     assert [r["label"] for r in rows] == ["none", "entropy(tau=0.5, k=2)", "entropy(tau=2.0, k=2)"]
     assert all(FIELDS <= set(r) for r in rows)
+    assert all(r["capture_s"] == 0 for r in rows)  # the static path, run eagerly: nothing to capture on a CPU
     assert "entropy(tau=2.0, k=2)" in res.stdout and "speedup" in res.stdout
 
 
@@ -130,6 +133,7 @@ def test_cli_bad_input(saved, args, message):
         (["--block", "0"], "block_len must be a positive integer, got 0"),
         (["--gen-len", "9000"], "gen_len must be an integer in [1, 8192]"),
         (["--threshold", "2"], "threshold must be a number in (0, 1]"),
+        (["--graphs", "yes"], "argument --graphs: invalid choice: 'yes'"),
         (["--forward-rows", "108,0"], "--forward-rows must be a positive integer, got 0"),
         (["--forward-rows", "18,x"], "--forward-rows must be a positive integer or a comma list of them, got '18,x'"),
         (["--forward-rows", "18", "--length", "0"], "--length must be a positive integer, got 0"),

@@ -28,6 +28,13 @@ def test_nucleus_keeps_the_top_share_and_at_least_one():
     assert nucleus(scores, others, 0.85).tolist() == [1]
 
 
+def test_nucleus_at_p_1_keeps_every_candidate_whatever_the_rounding():
+    scores = torch.tensor([0.7644292116165161, 0.3750535845756531])  # normalised, their float32 sum is 1.0000001
+    ordered = torch.sort(scores / (scores.sum() + 1e-9), descending=True).values
+    assert torch.cumsum(ordered, 0)[-1] > 1  # the edge: compared with p = 1, the last candidate would drop
+    assert sorted(nucleus(scores, torch.ones(2, dtype=torch.bool), 1.0).tolist()) == [0, 1]
+
+
 def test_inflate_fills_short_gaps_only():
     chosen = torch.zeros(12, dtype=torch.bool)
     chosen[[1, 4, 10]] = True

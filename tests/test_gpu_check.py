@@ -18,26 +18,34 @@ def test_dry_run_measures_everything_and_races_the_app(tmp_path):
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert set(report["models"]) == {"LLaDA-8B-Instruct", "Dream-v0-Instruct-7B"}
     for m in report["models"].values():
-        assert [(r["prompt"], r["gen"]) for r in m["forward"]] == [(40, 32), (40, 64), (16, 32)]
-        assert all(r["full_ms"] > 0 and r["partial_ms"] > 0 and r["floor_ms"] > 0 for r in m["forward"])
+        assert [(r["prompt"], r["gen"]) for r in m["forward"]] == [(40, 32), (40, 64), (16, 32), (8, 32)]
+        for r in m["forward"]:
+            assert min(r["full_ms"], r["partial_ms"], r["graphed_full_ms"], r["graphed_partial_ms"], r["floor_ms"]) > 0
         for mode, rows in m["end_to_end"].items():
             for r, cost in zip(rows, m["forward"]):
-                # the replayed schedule: at least the block starts are full, and never every step
-                f = r["entropy"]["full_steps"]
-                assert 0 < f < 1 and r["none"]["full_steps"] == 1 and 0 < r["entropy"]["decision"] < 1
-                assert r["speedup"] == r["none"]["compute_s"] / r["entropy"]["compute_s"]
-                assert r["ceiling"] == 1 / (f + (1 - f) * cost["partial_share"])  # from the forward costs
-            if mode == "threshold 0.9":  # unmask counts replayed: fewer steps than tokens
-                assert all(r["steps"] < r["gen"] for r in rows)
+                for graphs, share in (("off", cost["partial_share"]), ("on", cost["graphed_partial_share"])):
+                    f = r[f"entropy_{graphs}"]["full_steps"]  # the replayed schedule: block starts full, not every step
+                    assert 0 < f < 1 and r[f"none_{graphs}"]["full_steps"] == 1
+                    assert r[f"speedup_{graphs}"] == (r[f"none_{graphs}"]["s_per_token"]
+                                                      / r[f"entropy_{graphs}"]["s_per_token"])
+                    assert r[f"ceiling_{graphs}"] == 1 / (f + (1 - f) * share)  # from the pass costs
+                    assert r[f"entropy_{graphs}"]["capture_s"] == 0  # nothing is captured on a CPU
+            if mode == "one token per step":  # timed over the first two blocks
+                assert all(r["entropy_on"]["steps"] == r["none_on"]["steps"] == 64 or r["gen"] < 64 for r in rows)
+            else:  # unmask counts replayed: fewer steps than tokens, compared with one token per step
+                assert all(r["steps"] < r["gen"] and r["vs_vanilla_on"] > 0 for r in rows)
+        assert all(v["graphed_equals_static_eager"] for v in m["equality"].values())
+        assert m["syncs"] is None  # counted on a GPU only
     schedules = report["schedules"]
     assert schedules["one token per step"]["tokens_per_step"] == 1
     assert schedules["threshold 0.9"]["tokens_per_step"] > 1
     assert [r["policy"] for r in report["embedded_bench"]] == list(TABLE_ORDER)
-    assert [r["policy"] for r in report["embedded_bench_no_cudnn"]] == list(TABLE_ORDER)
+    assert [r["policy"] for r in report["embedded_bench_eager"]] == list(TABLE_ORDER)
     assert report["app"]["ok"] is True, report["app"]
     assert report["app"]["updates"] >= 1
     text = (tmp_path / "gpu_check.md").read_text()
     assert text in done.stdout and "## LLaDA-8B-Instruct shape" in text and "## The app:" in text
+    assert text.count("graphed speedup at 40 + 32, one token per step >= 4x") == 2  # the targets, per shape
 
 
 def test_without_a_gpu_the_real_run_refuses_clearly(tmp_path):

@@ -105,6 +105,31 @@ def test_dllm_cache_recomputes_the_rows_whose_value_moved_most():
     assert response.rows(1, view).tolist() == [4, 5, 6, 7]
 
 
+class ManyRowsView:
+    """100 response rows after a 4-row prompt, row i's fresh V turned by an angle that grows with i."""
+
+    def __init__(self):
+        angles = torch.linspace(0, 3, 100)
+        self.fresh = torch.stack([angles.cos(), angles.sin()], dim=-1)[None, None]
+        self.cached = torch.tensor([1.0, 0.0]).expand(1, 1, 100, 2)
+        self.x = torch.zeros(1, 104, 2)
+
+    def fresh_values(self, rows):
+        return self.fresh
+
+    def cached_values(self, rows):
+        return self.cached
+
+    def store_values(self, rows, v):
+        pass
+
+
+def test_dllm_cache_share_is_the_exact_fraction_of_rows():
+    """100 x 0.29 is 28.999999999999996 in floating point: the share is still 29 rows, the most turned."""
+    hook = ValueDriftRows(prompt_len=4, length=104, refresh_prompt=False, refresh_response=False, rho=0.29)
+    assert hook.rows(1, ManyRowsView()).tolist() == list(range(104 - 29, 104))
+
+
 def test_views_index_the_rows_they_hold():
     """In a rows forward the view's x holds only the computed rows; it finds them by position."""
     view = LayerView(None, None, 0, torch.arange(3.0)[None, :, None], torch.tensor([2, 5, 9]), None, None)

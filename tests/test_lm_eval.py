@@ -88,6 +88,7 @@ def test_the_command_line_adds_the_speed_summary_to_lm_evals_results(tmp_path, c
         ({"gen_len": "long"}, "gen_len must be an integer, got 'long'"),
         ({"threshold": True}, "threshold must be a number, got True"),
         ({"dtype": "int8"}, "dtype must be float32, bfloat16 or float16, got 'int8'"),
+        ({"graphs": "yes"}, "graphs must be one of auto, on, off, got 'yes'"),
     ],
 )
 def test_bad_model_args_get_a_message_naming_them(args: dict, message: str) -> None:
@@ -110,7 +111,8 @@ def test_bad_args_fail_before_any_weights_load(monkeypatch) -> None:
 
 def test_model_args_win_over_lm_evals_default_device() -> None:
     lm = EntropyCacheLM.create_from_arg_string("device=cpu,gen_len=32", {"device": "cuda:0", "batch_size": 8})
-    assert str(lm.device) == "cpu" and lm.config.gen_len == 32
+    assert str(lm.device) == "cpu" and lm.config.gen_len == 32 and lm.config.graphs == "auto"
+    assert EntropyCacheLM.create_from_arg_string("device=cpu,graphs=on").config.graphs == "on"
     with pytest.raises(NotImplementedError, match="generation tasks only"):
         lm.loglikelihood([])
 

@@ -68,10 +68,12 @@ def certainty_density(decoded: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 def nucleus(scores: torch.Tensor, candidates: torch.Tensor, p: float) -> torch.Tensor:
-    """The highest-scoring candidates whose normalised scores add up to at most p, at least one."""
+    """The highest-scoring candidates whose normalised scores add up to at most p, at least one; at
+    p = 1 every candidate (upstream compares the running sum with p alone, and rounding can take the
+    sum of every normalised score past 1 and drop the last candidate)."""
     s = torch.where(candidates, scores, 0.0)
     ordered, order = torch.sort(s / (s.sum() + 1e-9), descending=True)
-    keep = torch.cumsum(ordered, 0) <= p
+    keep = torch.cumsum(ordered, 0) <= p if p < 1 else torch.ones_like(ordered, dtype=torch.bool)
     keep[0] = True
     keep &= candidates[order]
     return order[keep]

@@ -13,6 +13,8 @@ their logits come out of that stream like every other row's.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -49,7 +51,7 @@ class ValueDriftRows(LayerHook):
         fresh = view.fresh_values(response)
         similarity = F.cosine_similarity(_per_row(fresh), _per_row(view.cached_values(response)), dim=-1)[0]
         view.store_values(response, fresh)
-        n = int(response.numel() * self.rho)
+        n = math.floor(response.numel() * self.rho + 1e-9)  # the share's floor: 100 x 0.29 is 28.999999999999996
         picked = torch.topk(similarity, n, largest=False).indices
         return response[picked.sort().values]
 

@@ -1,0 +1,277 @@
+"""How the decoder runs a step's forward pass: eagerly over the exact rows, or at fixed shapes that a
+CUDA graph can replay.
+
+In eager PyTorch a cached pass of an 8B model issues ~500 small operators from Python, and on a GPU
+the host issuing them, not the GPU, sets the pace (docs/BENCHMARKS.md, "On a GPU"). A CUDA graph
+records a pass's kernels once and replays them with one call, but only at fixed shapes and fixed
+addresses. So the static path gives every pass one of a few shapes and takes its inputs from
+preallocated buffers:
+
+- the rows a partial pass computes are padded to a bucket size (ROW_BUCKETS) by repeating the last
+  row: a repeated row computes the same K/V as the row it repeats and writes them to the same slot,
+  so the cache ends as it would without padding;
+- the rows whose logits are read are padded to the block length the same way, and only the real
+  ones are handed back;
+- the token ids come from the workspace's token buffer (the decode's sequence), gathered inside the
+  pass, and the KV cache is the workspace's own.
+
+A Workspace holds those buffers for one (sequence length, block length). On a GPU a graph is
+captured the first time a shape is needed (one per bucket, one for the full pass), all of a model's
+graphs share one memory pool, and they stay with their workspace, which goes back to the model's
+pool when its decode ends: the next decode of that length, in another race or for another visitor,
+replays them. Capture time is reported apart from the step's time (StepEvent.capture_s). On the CPU,
+or with capture switched off, the same padded passes run eagerly: the CPU tests what a GPU replays.
+
+A pass with a layer hook (the layer-wise policies, core/layerwise.py) runs eagerly over its exact
+rows, since the hook chooses rows and reads signals in Python between layers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from array import array
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+
+from core.kv_cache import KVCache
+from core.layerwise import LayerHook
+from core.model import DiffusionTransformer
+
+GRAPH_MODES = ("auto", "on", "off")
+GRAPHS_HELP = ("fixed-shape cached passes replayed from CUDA graphs: auto (on a CUDA GPU), on (on a CPU: the "
+               "same padded passes, eagerly), off (every pass eagerly over its exact rows)")
+# Partial passes are padded to the next of these row counts: powers of two and 1.5 times them, so
+# padding adds at most half the rows (a GPU pass over a few dozen rows costs what reading the
+# weights costs, whatever the count) and a length needs at most ~2 log2(length) graphs.
+ROW_BUCKETS = tuple(sorted({b for e in range(3, 16) for b in (2**e, 3 * 2 ** (e - 1))}))
+MAX_IDLE_WORKSPACES = 4  # per model: each holds a KV cache (0.66 GB for an 8B model at 1256 positions)
+
+
+def bucket(rows: int, length: int) -> int:
+    """The padded row count of a partial pass over `rows` rows of a `length`-position sequence."""
+    return min(next((b for b in ROW_BUCKETS if b >= rows), length), length)
+
+
+def index_tensor(positions: Sequence[int], device: torch.device) -> torch.Tensor:
+    """An int64 tensor of a few positions on `device`, copied without waiting for the device. Viewing
+    an int64 array costs ~20 us, torch.tensor(list) ~36 us: it inspects every item."""
+    if not positions:  # frombuffer refuses an empty buffer
+        return torch.empty(0, dtype=torch.long, device=device)
+    return torch.frombuffer(array("q", positions), dtype=torch.long).to(device, non_blocking=True)
+
+
+def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
+    """Whether `graphs=mode` runs the static path for `model`: auto does on one CUDA device."""
+    if mode not in GRAPH_MODES:
+        raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {mode!r}")
+    if mode == "off":
+        return False
+    single_gpu = _single_cuda_device(model) is not None
+    if mode == "on" and not single_gpu and len(_devices(model)) > 1:
+        raise ValueError("graphs=on needs the model on one device; it is spread over "
+                         f"{', '.join(sorted(map(str, _devices(model))))} (use graphs=off)")
+    return mode == "on" or single_gpu
+
+
+class Passes:
+    """One decode's token sequence and KV cache, and its passes run eagerly over the exact rows."""
+
+    capture_s = 0.0  # seconds spent capturing graphs so far (never, here)
+
+    def __init__(self, model: DiffusionTransformer, length: int) -> None:
+        self.device = model.embed.weight.device
+        self.mask_id = model.config.mask_token_id
+        self.tokens = torch.full((length,), self.mask_id, dtype=torch.long, device=self.device)
+        self.cache: KVCache = model.new_cache(1, length)
+
+    @property
+    def length(self) -> int:
+        return self.tokens.numel()
+
+    def start(self, prompt: list[int]) -> None:
+        """The prompt followed by masks; the cache as a new one (zeros)."""
+        self.tokens[: len(prompt)] = index_tensor(prompt, self.device)
+        self.tokens[len(prompt) :] = self.mask_id
+
+    def run(self, model: DiffusionTransformer, rows: list[int] | None, needed: list[int],
+            hook: LayerHook | None = None) -> torch.Tensor:
+        """Logits [len(needed), vocab] of positions `needed` after computing `rows` (sorted, a
+        superset of needed; None: every row) against the cache."""
+        index = None if rows is None else index_tensor(rows, self.device)
+        ids = self.tokens[None] if index is None else self.tokens[index][None]
+        return model(ids, self.cache, index, index_tensor(needed, self.device), hook=hook)[0]
+
+
+class Workspace(Passes):
+    """Preallocated buffers for the passes of one sequence length, and their graphs (module docstring)."""
+
+    def __init__(self, model: DiffusionTransformer, length: int, block_len: int, pool: object | None) -> None:
+        super().__init__(model, length)
+        self.block_len = block_len
+        self.pool = pool  # the model's graph memory pool; None: no capture, the passes run eagerly
+        # One buffer for both index lists, so that a step copies its indices to the device once:
+        # a pass of bucket b reads its rows from [:b] and its logit rows from [b : b + block_len].
+        self.index = torch.zeros(length + block_len, dtype=torch.long, device=self.device)
+        self.graphs: dict[int | None, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.capture_s = 0.0
+
+    def start(self, prompt: list[int]) -> None:
+        super().start(prompt)
+        for layer in range(self.cache.n_layers):  # a reused workspace holds the last decode's K/V
+            self.cache.k[layer].zero_()
+            self.cache.v[layer].zero_()
+        for outputs in (self.cache.attn_out, self.cache.ffn_out):
+            for t in outputs:
+                t.zero_()
+
+    def run(self, model: DiffusionTransformer, rows: list[int] | None, needed: list[int],
+            hook: LayerHook | None = None) -> torch.Tensor:
+        if hook is not None:
+            return super().run(model, rows, needed, hook)
+        size = None if rows is None else bucket(len(rows), self.length)
+        padded_rows = [] if rows is None else _padded(rows, size)
+        self.index[: len(padded_rows) + self.block_len].copy_(
+            index_tensor(padded_rows + _padded(needed, self.block_len), self.device), non_blocking=True)
+        logits = self._pass(model, size) if self.pool is None else self._replay(model, size)
+        return logits[0, : len(needed)]
+
+    def capture(self, model: DiffusionTransformer, sizes: Sequence[int | None]) -> None:
+        """Capture the graphs of these passes now (None: the full pass), e.g. while an app warms up,
+        so that no decode's first steps wait for them. What the passes compute is thrown away: the
+        workspace's next decode starts over (`start`)."""
+        if self.pool is None:
+            return
+        for size in sizes:
+            self._views(size)[1].zero_()  # the logit rows must be positions of the pass
+            if size is not None:
+                self._views(size)[0].copy_(torch.arange(size, device=self.device))
+            if size not in self.graphs:
+                self._capture(model, size)
+
+    def _views(self, size: int | None) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(the rows of a pass of `size` rows, None for the full pass; its logit rows)."""
+        offset = size or 0
+        rows = None if size is None else self.index[:size]
+        return rows, self.index[offset : offset + self.block_len]
+
+    def _pass(self, model: DiffusionTransformer, size: int | None) -> torch.Tensor:
+        rows, logit_rows = self._views(size)
+        ids = self.tokens[None] if rows is None else self.tokens[rows][None]
+        return model(ids, self.cache, rows, logit_rows)
+
+    def _replay(self, model: DiffusionTransformer, size: int | None) -> torch.Tensor:
+        if size not in self.graphs:
+            self._capture(model, size)
+        graph, logits = self.graphs[size]
+        graph.replay()
+        return logits
+
+    def _capture(self, model: DiffusionTransformer, size: int | None) -> None:
+        """Record the pass of `size` rows. The warm-up pass before it really runs, with this step's
+        inputs: it writes the K/V the replay will write again (the same rows from the same inputs)."""
+        started = time.perf_counter()
+        side, current = torch.cuda.Stream(self.device), torch.cuda.current_stream(self.device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):  # capture wants its allocations and lazy inits made off the default stream
+            self._pass(model, size)
+        current.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            logits = self._pass(model, size)
+        torch.cuda.synchronize(self.device)
+        self.graphs[size] = (graph, logits)
+        self.capture_s += time.perf_counter() - started
+
+
+def _padded(positions: list[int], size: int) -> list[int]:
+    return positions + positions[-1:] * (size - len(positions))
+
+
+class _ModelWorkspaces:
+    """A model's idle workspaces (most recently used last) and the memory pool their graphs share."""
+
+    def __init__(self, capture: bool) -> None:
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.idle: list[Workspace] = []
+
+
+_WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _ModelWorkspaces
+_LOCK = threading.Lock()
+_capture_enabled = True
+
+
+@contextmanager
+def passes_for(model: DiffusionTransformer, length: int, block_len: int, mode: str) -> Iterator[Passes]:
+    """The passes of one decode of `length` positions: a workspace from the model's pool (returned to it
+    afterwards) on the static path, else fresh eager buffers."""
+    if not uses_static_passes(mode, model):
+        yield Passes(model, length)
+        return
+    workspace = _take(model, length, block_len)
+    try:
+        yield workspace
+    finally:
+        _give_back(model, workspace)
+
+
+def _take(model: DiffusionTransformer, length: int, block_len: int) -> Workspace:
+    capture = _capture_enabled and _single_cuda_device(model) is not None
+    with _LOCK:
+        owned = _WORKSPACES.get(model)
+        if owned is None or (owned.pool is not None) != capture:
+            owned = _WORKSPACES[model] = _ModelWorkspaces(capture)
+        for i, ws in enumerate(owned.idle):
+            if (ws.length, ws.block_len) == (length, block_len):
+                return owned.idle.pop(i)
+    if capture:  # a graph reads RoPE tables at fixed addresses: build them once, for every position
+        model.reserve_rope(model.config.max_seq_len, model.embed.weight.device)
+    return Workspace(model, length, block_len, owned.pool)
+
+
+def _give_back(model: DiffusionTransformer, workspace: Workspace) -> None:
+    with _LOCK:
+        owned = _WORKSPACES.get(model)
+        if owned is None or owned.pool is not workspace.pool:  # released, or the capture switch moved
+            return
+        owned.idle.append(workspace)
+        del owned.idle[:-MAX_IDLE_WORKSPACES]
+
+
+def idle_workspaces(model: DiffusionTransformer) -> list[Workspace]:
+    """The model's workspaces not in use, most recently used last (for warm-up and reports)."""
+    with _LOCK:
+        owned = _WORKSPACES.get(model)
+        return list(owned.idle) if owned else []
+
+
+def release_graphs(model: DiffusionTransformer) -> None:
+    """Drop the model's workspaces and graphs (and with them their memory), e.g. when it is unloaded.
+    A model that is garbage-collected loses them anyway."""
+    with _LOCK:
+        _WORKSPACES.pop(model, None)
+
+
+@contextmanager
+def capture_off() -> Iterator[None]:
+    """Inside, the static path runs its padded passes eagerly even on a GPU (the check that a replay
+    equals the same passes run eagerly). Workspaces made outside are not reused inside, nor after."""
+    global _capture_enabled
+    previous, _capture_enabled = _capture_enabled, False
+    try:
+        yield
+    finally:
+        _capture_enabled = previous
+
+
+def _devices(model: DiffusionTransformer) -> set[torch.device]:
+    return {p.device for p in model.parameters()}
+
+
+def _single_cuda_device(model: DiffusionTransformer) -> torch.device | None:
+    devices = _devices(model)
+    device = next(iter(devices))
+    return device if len(devices) == 1 and device.type == "cuda" else None
