@@ -33,7 +33,7 @@ import time
 import weakref
 from array import array
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import torch
 
@@ -145,12 +145,12 @@ class Workspace(Passes):
         workspace's next decode starts over (`start`)."""
         if self.pool is None:
             return
-        for size in sizes:
-            self._views(size)[1].zero_()  # the logit rows must be positions of the pass
-            if size is not None:
-                self._views(size)[0].copy_(torch.arange(size, device=self.device))
-            if size not in self.graphs:
-                self._capture(model, size)
+        for size in (size for size in sizes if size not in self.graphs):
+            rows, logit_rows = self._views(size)
+            logit_rows.zero_()  # positions the pass computes
+            if rows is not None:
+                rows.copy_(torch.arange(size, device=self.device))
+            self._capture(model, size)
 
     def _views(self, size: int | None) -> tuple[torch.Tensor | None, torch.Tensor]:
         """(the rows of a pass of `size` rows, None for the full pass; its logit rows)."""
@@ -239,6 +239,24 @@ def _give_back(model: DiffusionTransformer, workspace: Workspace) -> None:
             return
         owned.idle.append(workspace)
         del owned.idle[:-MAX_IDLE_WORKSPACES]
+
+
+def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, max_rows: int, mode: str = "auto",
+                  lanes: int = 2) -> float:
+    """Capture now, in `lanes` workspaces of `length` positions, the graphs of the full pass and of every
+    partial pass of up to `max_rows` rows, so that the next `lanes` decodes of that length running at
+    once (a race's two lanes) replay them from their first step: what an app does while it warms up,
+    before any visitor's race. Returns the seconds it took (0 where nothing is captured: on a CPU,
+    or with graphs off)."""
+    if not uses_static_passes(mode, model):
+        return 0.0
+    sizes = [None, *sorted({bucket(n, length) for n in range(1, max_rows + 1)})]
+    with torch.no_grad(), ExitStack() as held:
+        workspaces = [held.enter_context(passes_for(model, length, block_len, mode)) for _ in range(lanes)]
+        before = sum(ws.capture_s for ws in workspaces)
+        for ws in workspaces:
+            ws.capture(model, sizes)
+        return sum(ws.capture_s for ws in workspaces) - before
 
 
 def idle_workspaces(model: DiffusionTransformer) -> list[Workspace]:

@@ -14,6 +14,7 @@ from core.passes import (
     Passes,
     Workspace,
     bucket,
+    capture_ahead,
     idle_workspaces,
     passes_for,
     release_graphs,
@@ -207,3 +208,22 @@ def test_a_workspace_holds_its_buffers_for_every_decode():
         list(decode(model, PROMPT, make_policy(name, **POLICY_PARAMS[name]), config))
     (ws,) = idle_workspaces(model)
     assert [t.data_ptr() for t in (ws.tokens, ws.index, *ws.cache.k, *ws.cache.v)] == addresses
+
+
+def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race():
+    model = tiny_model()
+    release_graphs(model)
+    length = len(PROMPT) + 16
+    assert capture_ahead(model, length, 8, max_rows=12) == 0.0  # auto: nothing on a CPU
+    assert idle_workspaces(model) == []
+    assert capture_ahead(model, length, 8, max_rows=12, mode="on") == 0.0  # buffers, but no graphs on a CPU
+    ready = idle_workspaces(model)
+    assert [w.length for w in ready] == [length, length]
+    config = DecodeConfig(gen_len=16, block_len=8, graphs="on")
+    lanes = [decode(model, PROMPT, make_policy("none"), config), decode(model, PROMPT, make_policy("entropy"), config)]
+    for lane in lanes:
+        next(lane)
+    assert idle_workspaces(model) == []  # both lanes took the workspaces made ready for them
+    for lane in lanes:
+        lane.close()
+    assert sorted(map(id, idle_workspaces(model))) == sorted(map(id, ready))
