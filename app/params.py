@@ -195,6 +195,6 @@ def _check_shape(p: RunParams) -> None:
             f"{p.threshold:g}): with a threshold each block is decoded until it is done, so steps has no meaning."
         )
     try:
-        p.decode_config().validate()
+        p.decode_config()
     except ValueError as e:
         raise ValueError(f"These controls do not fit together: {e}.") from None

@@ -101,7 +101,7 @@ def parse_sweep(
     if params.steps and params.threshold:
         raise ValueError("Set steps to 0 or the parallel-decoding threshold to 0: they do not go together.")
     try:
-        params.decode_config().validate()
+        params.decode_config()
     except ValueError as e:
         raise ValueError(f"These controls do not fit together: {e}.") from None
     return params
