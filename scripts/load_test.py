@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from app.device_thread import decode_threads  # noqa: E402
-from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
-from app.params import BOUNDS, PEER_BOUNDS  # noqa: E402
-from app.race import race  # noqa: E402
+from app.controls.declared import BOUNDS, PEER_BOUNDS  # noqa: E402
+from app.race.decode import race  # noqa: E402
+from app.serving.device_thread import decode_threads  # noqa: E402
+from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
@@ -140,7 +140,7 @@ def direct_texts(registry, scenario: Scenario) -> list[str]:
 
 
 def no_app_level(registry, scenario: Scenario, races: int) -> Level:
-    """The race `races` times in this process without the app: the same interleaver (app.race), no
+    """The race `races` times in this process without the app: the same interleaver (app.race.decode), no
     rendering, no server work (visitors 0 in the table)."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, scenario.prompt)

@@ -25,21 +25,22 @@ import pytest
 import torch
 from conftest import fake_zero_gpu
 
-import app.controls
-import app.gpu
-import app.models
-import app.trace
+import app.controls.panel
+import app.race.trace
+import app.serving.gpu
+import app.serving.registry
 import app.ui
-from app.context import AppContext
-from app.controls import CONTROL_NAMES, raw_slider
-from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
-from app.params import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies, parse_params
-from app.race import DEFAULT_THROTTLE_S, race
-from app.race_stream import RaceRenderer, race_snapshots
-from app.race_tab import RaceTab
-from app.sessions import RunBoard, StopFlag
-from app.text_view import TokenText, render_text
-from app.trace import TRACE_DIR, write_trace
+from app.controls.declared import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies, parse_params
+from app.controls.panel import CONTROL_NAMES, raw_slider
+from app.race.decode import race, race_snapshots
+from app.race.render import RaceRenderer
+from app.race.tab import RaceTab
+from app.race.trace import TRACE_DIR, write_trace
+from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
+from app.serving.sessions import RunBoard, StopFlag
+from app.widgets.text_view import TokenText, render_text
+from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig, generate
 from core.events import StepEvent
@@ -333,7 +334,7 @@ def test_sliders_hand_values_on_as_sent_and_write_no_stub_file() -> None:
     slider = raw_slider(0, 12, value=0.5)
     assert slider.preprocess("abc") == "abc" and slider.preprocess(2**40) == 2**40 and slider.preprocess(None) is None
     assert slider.get_block_name() == "slider"  # drawn by gr.Slider's own browser component
-    assert not list(Path(app.controls.__file__).parent.glob("*.pyi"))  # gradio writes one per component subclass
+    assert not list(Path(app.controls.panel.__file__).parent.glob("*.pyi"))  # gradio writes one per component subclass
 
 
 UNREADABLE = [  # (prompt, the words the embedded model does not know)
@@ -447,7 +448,7 @@ def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> No
         loads.append(source)
         return object(), source
 
-    monkeypatch.setattr(app.models, "load_model", fake_load)
+    monkeypatch.setattr(app.serving.registry, "load_model", fake_load)
     choices = [ModelChoice(f"m{i}", f"src{i}", "cuda", 8, 8, ("x",)) for i in range(3)]
     one = ModelRegistry(choices)
     first = one.get("m0")
@@ -624,17 +625,17 @@ def test_trace_folder_keeps_only_the_newest_files_within_the_caps(monkeypatch, t
         os.utime(tmp_path / f"entropycache-trace-old{i}.json", (now - 100 + i, now - 100 + i))
     stale = tmp_path / "entropycache-trace-stale.json"
     stale.write_text("{}")
-    os.utime(stale, (now - app.trace.MAX_AGE_S - 10,) * 2)
+    os.utime(stale, (now - app.race.trace.MAX_AGE_S - 10,) * 2)
     (tmp_path / "not-a-trace.json").write_text("{}")
 
     def traces() -> set[str]:
         return {p.name for p in tmp_path.glob("entropycache-trace-*.json")}
 
-    monkeypatch.setattr(app.trace, "MAX_FILES", 4)
+    monkeypatch.setattr(app.race.trace, "MAX_FILES", 4)
     first = write_trace({"n": 1}, tmp_path)
     assert traces() == {first.name, *(f"entropycache-trace-old{i}.json" for i in (3, 4, 5))}
-    monkeypatch.setattr(app.trace, "MAX_FILES", 200)
-    monkeypatch.setattr(app.trace, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
+    monkeypatch.setattr(app.race.trace, "MAX_FILES", 200)
+    monkeypatch.setattr(app.race.trace, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
     second = write_trace({"n": 2}, tmp_path)
     assert traces() == {first.name, second.name, "entropycache-trace-old5.json", "entropycache-trace-old4.json"}
     assert (tmp_path / "not-a-trace.json").exists()
@@ -652,12 +653,12 @@ def test_zero_gpu_decorator_is_applied_only_when_spaces_is_installed(monkeypatch
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
     try:
-        gpu_mod = importlib.reload(app.gpu)
+        gpu_mod = importlib.reload(app.serving.gpu)
         gpu_mod.on_gpu(test_models_are_loaded_once)
         assert decorated == [("test_models_are_loaded_once", gpu_mod.GPU_DURATION_S)]
     finally:
         monkeypatch.delitem(sys.modules, "spaces")
-        gpu_mod = importlib.reload(app.gpu)
+        gpu_mod = importlib.reload(app.serving.gpu)
     if importlib.util.find_spec("spaces") is None:
         assert gpu_mod.spaces is None and gpu_mod.on_gpu(len) is len
 
@@ -668,7 +669,7 @@ def test_a_model_of_every_task_gets_an_example_of_each(tmp_path) -> None:
     vocabulary has only the word problems' words gets no story."""
     from conftest import save_word_problems_model
 
-    from app.models import local_choice
+    from app.serving.registry import local_choice
 
     embedded = local_choice(EMBEDDED, "embedded", "cpu")
     assert sum("question :" in e for e in embedded.examples) == 1

@@ -17,14 +17,15 @@ import plotly.graph_objects as go
 import pytest
 from conftest import fake_zero_gpu
 
-from app.context import AppContext
-from app.drift import DriftRenderer, DriftSnapshot, drift_snapshots
-from app.drift_plots import drift_matrix
-from app.drift_tab import NO_RUN, DriftRun, DriftTab
-from app.explain import explain_step
-from app.models import EMBEDDED_LABEL
-from app.params import BOUNDS, PEER_BOUNDS, parse_params, probed_policies
-from app.sessions import RunBoard, StopFlag
+from app.controls.declared import BOUNDS, PEER_BOUNDS, parse_params, probed_policies
+from app.drift.decode import DriftSnapshot, drift_snapshots
+from app.drift.plots import drift_matrix
+from app.drift.render import DriftRenderer
+from app.drift.tab import NO_RUN, DriftRun, DriftTab
+from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL
+from app.serving.sessions import RunBoard, StopFlag
+from app.widgets.explain import explain_step
 from core.decoder import DecodeConfig, decode
 from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent

@@ -29,12 +29,12 @@ import pytest  # noqa: E402
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
-import app.drift  # noqa: E402
-import app.race_stream  # noqa: E402
-from app.device_thread import CPU_THREAD  # noqa: E402
-from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
-from app.params import PEER_OWNER  # noqa: E402
-from app.sweep_plots import sweep_table  # noqa: E402
+import app.drift.decode  # noqa: E402
+import app.race.decode  # noqa: E402
+from app.controls.declared import PEER_OWNER  # noqa: E402
+from app.serving.device_thread import CPU_THREAD  # noqa: E402
+from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.sweep.render import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from core.bench import sweep  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
@@ -202,8 +202,8 @@ BAD = [
 def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path) -> None:
     from gradio_client import handle_file
 
-    from app.replay import Replay
-    from app.trace_reader import read_trace
+    from app.race.replay import Replay
+    from app.race.trace_reader import read_trace
 
     url, registry = served
     client = Client(url, verbose=False)
@@ -284,7 +284,7 @@ UNREADABLE = [  # prompts a visitor may type, with the words the embedded model 
 def decodes(monkeypatch) -> list:
     """The prompt ids of every decode the served app starts (both tabs' decoders) while the test runs."""
     started = []
-    for module in (app.race_stream, app.drift):
+    for module in (app.race.decode, app.drift.decode):
         def recording(model, prompt_ids, *rest, _decode=module.decode, **kw):
             started.append(list(prompt_ids))
             return _decode(model, prompt_ids, *rest, **kw)
@@ -311,15 +311,15 @@ def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served
 
 
 def test_every_step_of_a_cpu_decode_runs_on_the_decoding_thread(served, monkeypatch) -> None:
-    """Not on the gradio worker thread that handles the visitor (app/device_thread.py says why)."""
+    """Not on the gradio worker thread that handles the visitor (app/serving/device_thread.py says why)."""
     stepped_on = set()
 
-    def recording(*a, _decode=app.race_stream.decode, **kw):
+    def recording(*a, _decode=app.race.decode.decode, **kw):
         for event in _decode(*a, **kw):
             stepped_on.add(threading.get_ident())
             yield event
 
-    monkeypatch.setattr(app.race_stream, "decode", recording)
+    monkeypatch.setattr(app.race.decode, "decode", recording)
     out = Client(served[0], verbose=False).predict(**args(), api_name="/run")
     assert "finished" in out[0]
     assert stepped_on == {CPU_THREAD.serving_thread} and None not in stepped_on
@@ -416,8 +416,8 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
 
 
 def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, served, tmp_path) -> None:
-    from app.replay import Replay
-    from app.trace_reader import read_trace
+    from app.race.replay import Replay
+    from app.race.trace_reader import read_trace
 
     url, _ = served
     with chromium_page(url) as page:
@@ -515,10 +515,10 @@ def load_entry():
 
 
 def test_app_py_refuses_a_bad_model_folder_before_serving(tmp_path, capsys, monkeypatch) -> None:
-    import app.models
+    import app.serving.registry
 
     if MODEL:
-        monkeypatch.setattr(app.models, "EMBEDDED", Path(MODEL))
+        monkeypatch.setattr(app.serving.registry, "EMBEDDED", Path(MODEL))
     entry = load_entry()
     assert entry.main(["--model", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -545,8 +545,8 @@ def test_python_app_py_prints_its_local_url_and_serves_there() -> None:
     # `python app.py --port P`, with the embedded model swapped for ENTROPYCACHE_MODEL when that is set
     code = (
         "import pathlib, runpy, sys\n"
-        "import app.models\n"
-        "if sys.argv[1]: app.models.EMBEDDED = pathlib.Path(sys.argv[1])\n"
+        "import app.serving.registry\n"
+        "if sys.argv[1]: app.serving.registry.EMBEDDED = pathlib.Path(sys.argv[1])\n"
         "sys.argv = ['app.py', '--port', sys.argv[2]]\n"
         "runpy.run_path('app.py', run_name='__main__')\n"
     )

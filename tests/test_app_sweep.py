@@ -15,13 +15,13 @@ import plotly.graph_objects as go
 import pytest
 from conftest import fake_zero_gpu, save_word_problems_model
 
-from app.banner import STOPPED
-from app.context import AppContext
-from app.models import EMBEDDED_LABEL
-from app.sessions import RunBoard, StopFlag
-from app.sweep import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_snapshots
-from app.sweep_plots import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
-from app.sweep_tab import SweepResult, SweepTab
+from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL
+from app.serving.sessions import RunBoard, StopFlag
+from app.sweep.decode import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_snapshots
+from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
+from app.sweep.tab import SweepResult, SweepTab
+from app.widgets.banner import STOPPED
 from core.bench import Progress, sweep
 from core.tasks import held_out
 
@@ -93,7 +93,7 @@ def test_each_task_sweeps_its_own_held_out_prompts() -> None:
 
 def test_a_model_that_cannot_read_the_task_is_told_before_any_decode(tmp_path) -> None:
     """A model whose vocabulary has only the word problems' words, asked for a sweep on stories."""
-    from app.models import ModelRegistry, local_choice
+    from app.serving.registry import ModelRegistry, local_choice
 
     registry = ModelRegistry([local_choice(save_word_problems_model(tmp_path), "sums", "cpu")])
     s = sweep_tab(registry)

@@ -1,4 +1,4 @@
-"""Decodes take turns on a device (app/compute.py): first come first served, never two at once, a
+"""Decodes take turns on a device (app/serving/turn_queue.py): first come first served, never two at once, a
 waiting run told its place, a long run one turn per snapshot, a stop while waiting honoured."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import threading
 import time
 from types import SimpleNamespace
 
-from app.banner import STOPPED
-from app.compute import ComputeQueue, in_turns, waiting_text
-from app.context import AppContext
-from app.runner import TabRunner, TabView
+from app.serving.context import AppContext
+from app.serving.runner import TabRunner, TabView
+from app.serving.turn_queue import TurnQueue, in_turns, waiting_text
+from app.widgets.banner import STOPPED
 
 
 class FakeClock:
@@ -23,7 +23,7 @@ class FakeClock:
 
 def test_first_come_first_served_with_places_and_estimates() -> None:
     clock = FakeClock()
-    q = ComputeQueue(clock=clock)
+    q = TurnQueue(clock=clock)
     a, b, c = q.join(), q.join(), q.join()
     assert [q.ahead(t) for t in (a, b, c)] == [0, 1, 2] and q.wait(a, 0) and not q.wait(b, 0)
     assert q.estimate_s(c) is None  # no run has finished: no history to estimate from
@@ -42,7 +42,7 @@ def test_first_come_first_served_with_places_and_estimates() -> None:
 
 def test_slices_do_not_count_in_the_estimate() -> None:
     clock = FakeClock()
-    q = ComputeQueue(clock=clock)
+    q = TurnQueue(clock=clock)
     t = q.join(record=False)
     clock.now = 100.0
     q.leave(t)
@@ -50,7 +50,7 @@ def test_slices_do_not_count_in_the_estimate() -> None:
 
 
 def test_in_turns_holds_the_queue_for_each_item_only() -> None:
-    q = ComputeQueue()
+    q = TurnQueue()
     seen = []
 
     def items():
@@ -99,7 +99,7 @@ class Registry:
 
 
 def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkeypatch) -> None:
-    monkeypatch.setattr("app.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
+    monkeypatch.setattr("app.serving.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
     ctx = AppContext(Registry())
     ctx.load_warm = lambda label: (object(), object())
     intervals, lock = [], threading.Lock()
@@ -128,12 +128,12 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
     waiting = [o for o in outputs["b"] if o[0].startswith("Waiting")]
     assert waiting == [outputs["b"][0]] and waiting[0][0].startswith("Waiting for the model: 1 run ahead of yours")
     assert [o for o in outputs["a"] if o[0] == "show"] == [("show", i) for i in range(5)]
-    assert len(ctx.compute_queue("cpu")) == 0
+    assert len(ctx.turn_queue("cpu")) == 0
 
 
 def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
     ctx = AppContext(Registry())
-    queue = ctx.compute_queue("cpu")
+    queue = ctx.turn_queue("cpu")
     holder = queue.join()
     runner = TabRunner(ctx, lambda *a, should_stop: iter([1]))
     me = SimpleNamespace(session_hash="me")

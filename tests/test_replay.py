@@ -8,10 +8,10 @@ import re
 import pytest
 from test_app import params_for, stream_race
 
-from app.models import EMBEDDED_LABEL
-from app.replay import PACES, Replay
-from app.replay_panel import ReplayPanel, check_frame, load_trace_file
-from app.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.race.replay import PACES, Replay
+from app.race.replay_panel import ReplayPanel, check_frame, load_trace_file
+from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.serving.registry import EMBEDDED_LABEL
 
 
 @pytest.fixture(scope="module")

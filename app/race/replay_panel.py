@@ -2,9 +2,9 @@
 and scrub it, with a story per lane of what the step on screen did.
 
 The replay draws into the race's own panels (banner, speed, text, entropy trace, rows), whose plots
-then mark the step on screen; nothing is decoded again (app/replay.py). Every handler checks what it
+then mark the step on screen; nothing is decoded again (app/race/replay.py). Every handler checks what it
 is sent: the frame and the pace are bounded here too, and a trace file is read strictly
-(app/trace_reader.py). The file comes from Gradio (an upload, or the trace the race wrote), never
+(app/race/trace_reader.py). The file comes from Gradio (an upload, or the trace the race wrote), never
 from a path a visitor typed.
 """
 
@@ -16,13 +16,14 @@ from pathlib import Path
 
 import gradio as gr
 
-from app.banner import banner
-from app.explain import explain_step
-from app.race import DEFAULT_THROTTLE_S, Snapshot
-from app.race_stream import Renderer
-from app.replay import DEFAULT_PACE, PACES, Replay
-from app.speed import speedup
-from app.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.race.decode import Snapshot
+from app.race.render import Renderer
+from app.race.replay import DEFAULT_PACE, PACES, Replay
+from app.race.speed import speedup
+from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.widgets.banner import banner
+from app.widgets.explain import explain_step
+from app.widgets.throttle import DEFAULT_THROTTLE_S
 
 HELP = """### Replay (teaching mode)
 Replay the race above from its recorded steps, slowed down: both lanes stay on the shared clock of
@@ -97,7 +98,7 @@ def replay_banner(snap: Snapshot, message: str) -> str:
 
 
 def story(replay: Replay, lane: int, shown: int, renderer: Renderer) -> str:
-    """What lane `lane`'s step on screen did and why, and what its next step did (app/explain.py)."""
+    """What lane `lane`'s step on screen did and why, and what its next step did (app/widgets/explain.py)."""
     events = replay.trace.lanes[lane].events
     if not shown:
         return "*No step yet.*"

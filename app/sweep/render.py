@@ -3,7 +3,7 @@
 Each point is one (tau, k) of EntropyCache: measured speedup over the exact decoder (x) against
 accuracy or agreement (y). The points no other point beats on both axes form the Pareto front, drawn
 as a line: the settings worth choosing between. Every point carries its (tau, k) as customdata, which
-the page sends back when the point is clicked (app/sweep_tab.py). No gradio here.
+the page sends back when the point is clicked (app/sweep/tab.py). No gradio here.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import html
 
 import plotly.graph_objects as go
 
-from app.banner import banner
-from app.plots import MARGIN
+from app.widgets.banner import banner
+from app.widgets.plot_style import MARGIN
 from core.bench import Progress
 
 METRICS = {"accuracy": "accuracy (right answers; stories: checker pass)",

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from app.banner import banner
-from app.context import AppContext
-from app.controls import bounded_slider, raw_slider, wire_run
-from app.runner import TabRunner, TabView
-from app.sweep import (
+from app.controls.panel import bounded_slider, raw_slider, wire_run
+from app.serving.context import AppContext
+from app.serving.runner import TabRunner, TabView
+from app.sweep.decode import (
     DEFAULT_KS,
     DEFAULT_PROBLEMS,
     DEFAULT_TAUS,
@@ -32,7 +31,8 @@ from app.sweep import (
     parse_sweep,
     sweep_snapshots,
 )
-from app.sweep_plots import METRICS, TABLE_HEADERS, pareto_figure, progress_html, sweep_table
+from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, sweep_table
+from app.widgets.banner import banner
 from core.bench import Progress
 
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)

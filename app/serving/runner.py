@@ -16,12 +16,12 @@ from contextlib import contextmanager
 import gradio as gr
 import torch
 
-from app.banner import STOPPED, banner
-from app.compute import in_turns, waiting_text
-from app.context import AppContext
-from app.device_thread import CPU_THREAD
-from app.gpu import GPU_DURATION_S, free_memory, on_gpu
-from app.sessions import StopFlag
+from app.serving.context import AppContext
+from app.serving.device_thread import CPU_THREAD
+from app.serving.gpu import GPU_DURATION_S, free_memory, on_gpu
+from app.serving.sessions import StopFlag
+from app.serving.turn_queue import in_turns, waiting_text
+from app.widgets.banner import STOPPED, banner
 
 OOM = "Out of GPU memory: try a shorter gen length or prompt."
 WAIT_POLL_S = 0.5  # how often a waiting run checks its stop flag and its place in line
@@ -57,7 +57,7 @@ class TabView:
 class TabRunner:
     """A tab's runs. `decode(model, tokenizer, *args, should_stop=...)` yields the tab's snapshots.
 
-    A run holds its device's compute queue (app/compute.py) while it loads and decodes: for the whole
+    A run holds its device's compute queue (app/serving/turn_queue.py) while it loads and decodes: for the whole
     run, or with `turn_per_snapshot` one turn per snapshot (a sweep, so a race waits for one of its
     decodes, not all of them)."""
 
@@ -73,7 +73,7 @@ class TabRunner:
         """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures.
 
         `stop` is the run's own flag, polled between steps. On ZeroGPU spaces.GPU pickles the arguments
-        into a forked worker process; the flag is file-backed (app/sessions.py), so the worker's copy
+        into a forked worker process; the flag is file-backed (app/serving/sessions.py), so the worker's copy
         sees a Stop or a new Run set in the server and its decode ends within one step."""
         model, tokenizer = self.ctx.load_warm(label)
         should_stop = stop.is_set if stop is not None else (lambda: False)
@@ -104,7 +104,7 @@ class TabRunner:
     def _stream(self, view: TabView, flag: StopFlag) -> Iterator[tuple]:
         registry = self.ctx.registry
         choice = registry.choice(view.label)
-        queue = self.ctx.compute_queue(choice.device)
+        queue = self.ctx.turn_queue(choice.device)
         ticket = queue.join(record=not self.turn_per_snapshot)
         try:
             shown = None
@@ -123,7 +123,7 @@ class TabRunner:
             yield first
             if choice.device == "cuda":
                 run = self.gpu_snapshots(view.label, flag, *args)
-            else:  # every step on the thread CPU decodes run on (app/device_thread.py)
+            else:  # every step on the thread CPU decodes run on (app/serving/device_thread.py)
                 run = CPU_THREAD.iterate(self.snapshots(view.label, flag, *args))
             with closed_after(run) as snapshots:  # freed if cancelled
                 if self.turn_per_snapshot:

@@ -1,4 +1,4 @@
-"""Reading a trace back for a replay (app/replay.py): the app's own export (app/trace.py), read strictly,
+"""Reading a trace back for a replay (app/race/replay.py): the app's own export (app/race/trace.py), read strictly,
 since a visitor may upload anything. Size first, then JSON, then every field's type and range and the
 events' consistency with each other; an error names where it is (`lanes[1].events[7].confidences[0]`)
 and what was expected. No gradio here.
@@ -10,8 +10,8 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from app.params import BOUNDS, check_number
-from app.trace import TRACE_FORMAT, TraceModel
+from app.controls.declared import BOUNDS, check_number
+from app.race.trace import TRACE_FORMAT, TraceModel
 from core.events import StepEvent, Totals
 
 MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB

@@ -1,7 +1,7 @@
 """Teaching mode: a recorded race replayed from its events, slowed down, paused, stepped; nothing is
 recomputed.
 
-A race's lanes advance on one shared clock of measured compute time (app/race.py). A replay keeps that
+A race's lanes advance on one shared clock of measured compute time (app/race/decode.py). A replay keeps that
 clock: its frames are the steps of both lanes in the order their compute time ended, and frame n is
 shown at wall time (end of its step on the shared clock) x slow-down. So at any pace the faster
 policy pulls ahead by exactly the measured ratio. "One step per second" picks the slow-down that
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from app.race import Lane, Snapshot
-from app.race_stream import Layout
-from app.text_view import TokenText
-from app.trace_reader import Trace
+from app.race.decode import Lane, Snapshot
+from app.race.render import Layout
+from app.race.trace_reader import Trace
+from app.widgets.text_view import TokenText
 
 PACES = ("1x", "10x", "100x", "one step per second")
 DEFAULT_PACE = "10x"
@@ -44,7 +44,7 @@ class Replay:
             for j, event in enumerate(lane.events):
                 clock += event.compute_s
                 frames.append(Frame(clock, i, j))
-        return cls(trace, tuple(sorted(frames)))  # ties: the left lane first, as app/race.py steps it
+        return cls(trace, tuple(sorted(frames)))  # ties: the left lane first, as app/race/decode.py steps it
 
     def __len__(self) -> int:
         return len(self.frames)

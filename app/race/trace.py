@@ -1,7 +1,7 @@
 """The downloadable trace: every event of both decoders and the settings that produced them, as JSON,
 with what a replay needs to draw them (the text of every token in them, the mask and end-of-text
-ids, the layer count), so that a race recorded with any model replays anywhere (app/replay.py; a
-trace is read back strictly by app/trace_reader.py).
+ids, the layer count), so that a race recorded with any model replays anywhere (app/race/replay.py; a
+trace is read back strictly by app/race/trace_reader.py).
 
 Files go to one folder under the system temp dir (where Gradio may serve them from) with a random
 name. Whenever a new one is written, files older than a day go, and then the oldest ones until at most
@@ -18,7 +18,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.race import Lane
+from app.race.decode import Lane
 
 TRACE_FORMAT = "entropycache-trace/1"
 
@@ -35,7 +35,7 @@ class TraceModel:
     mask_id: int
     eos_ids: list[int]
     n_layers: int
-    sep: str  # what joins two tokens' text (app/text_view.py)
+    sep: str  # what joins two tokens' text (app/widgets/text_view.py)
     pieces: dict[int, str]  # the text of every token in the trace's events
 
     @classmethod

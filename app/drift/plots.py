@@ -10,7 +10,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from app.plots import LINE_COLOR, MARGIN, TAU_COLOR
+from app.widgets.plot_style import FULL_COLOR, LINE_COLOR, MARGIN, TAU_COLOR
 from core.events import StepEvent
 
 
@@ -51,7 +51,7 @@ def drift_heatmap(events: list[StepEvent], n_layers: int, max_steps: int) -> go.
                                hovertemplate="step %{x}<br>layer %{y}<br>drift %{z:.2e}<extra></extra>"))
     if full:  # the steps that recomputed everything, marked above the map
         fig.add_trace(go.Scatter(x=full, y=[n_layers - 0.5] * len(full), mode="markers", name="full step",
-                                 marker=dict(symbol="triangle-down", color="#d62728", size=7), cliponaxis=False,
+                                 marker=dict(symbol="triangle-down", color=FULL_COLOR, size=7), cliponaxis=False,
                                  hovertemplate="step %{x}: full<extra></extra>"))
     fig.update_layout(title=dict(text="Cache drift per layer at the start of each step", font=dict(size=13)),
                       height=300, margin=MARGIN, showlegend=False, template="plotly_white",

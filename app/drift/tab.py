@@ -1,8 +1,8 @@
 """The Drift tab: a diagnostic EntropyCache decode (core's Probe hook) streamed into three figures, and
 an Explain panel that describes any step of the finished decode in plain language.
 
-The handler validates as the Race tab's does (app/params.py, and whether the model can read the
-prompt) and runs through the tab runner (app/runner.py): one run per browser session across tabs.
+The handler validates as the Race tab's does (app/controls/declared.py, and whether the model can read the
+prompt) and runs through the tab runner (app/serving/runner.py): one run per browser session across tabs.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app.banner import banner
-from app.context import AppContext
-from app.controls import Inputs, build_inputs, raw_run, raw_slider, run_signature, wire_inputs
-from app.drift import DriftRenderer, DriftUpdate, drift_snapshots
-from app.explain import explain_step
-from app.params import RunParams, probed_policies
-from app.runner import TabRunner, TabView
+from app.controls.declared import RunParams, probed_policies
+from app.controls.panel import Inputs, build_inputs, raw_run, raw_slider, run_signature, wire_inputs
+from app.drift.decode import drift_snapshots
+from app.drift.render import DriftRenderer, DriftUpdate
+from app.serving.context import AppContext
+from app.serving.runner import TabRunner, TabView
+from app.widgets.banner import banner
+from app.widgets.explain import explain_step
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics

@@ -1,15 +1,15 @@
 """The speed panel of each lane, the live speedup banner and the final summary table.
 
 Every number is the decoder's own measurement: compute seconds are summed step times (see
-app/race.py, and core/device.py for the clock), so rendering and network never enter them.
+app/race/decode.py, and core/device.py for the clock), so rendering and network never enter them.
 """
 
 from __future__ import annotations
 
 import html
 
-from app.banner import banner
-from app.race import Lane
+from app.race.decode import Lane
+from app.widgets.banner import banner
 
 SUMMARY_HEADERS = ["side", "policy", "steps", "full steps", "rows computed", "compute s", "tokens", "tokens/s",
                    "speedup vs left"]

@@ -6,8 +6,8 @@ flag of app.py or the ENTROPYCACHE_MODELS variable (folders separated by os.path
 a label from a dropdown; no path a visitor sends is ever opened.
 
 Each choice carries what the app shows before loading anything: its decode defaults (read from the
-checkpoint's config, core.loading.read_config), example prompts, and what it was trained on, which a
-prompt with words the model does not know is told.
+checkpoint's config, core.loading.read_config), example prompts and what it was trained on
+(app/serving/examples.py), which a prompt with words the model does not know is told.
 """
 
 from __future__ import annotations
@@ -20,42 +20,15 @@ from pathlib import Path
 
 import torch
 
-from app.device_thread import CPU_THREAD
+from app.serving.device_thread import CPU_THREAD
+from app.serving.examples import CHAT_EXAMPLES, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
-from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config, unknown_words
-from core.tasks import held_out
-from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
+from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"
 HUB_MODELS = {"LLaDA-8B-Instruct (GPU)": "llada", "Dream-7B-Instruct (GPU)": "dream"}  # label -> core alias
-CHAT_EXAMPLES = (
-    "Lily can run 12 kilometers per hour for 4 hours. After that, she runs 6 kilometers per hour. "
-    "How many kilometers can she run in 8 hours?",
-    "A baker makes 48 rolls and sells three quarters of them. How many rolls are left? Think step by step.",
-    "Explain in two sentences why a diffusion language model can decode several tokens at once.",
-    "Write a four-line poem about a cache that forgets.",
-)
-
-
-WORD_PROBLEMS = (f"short arithmetic word problems (names like {', '.join(NAMES[:3])}, things like "
-                 f"{', '.join(ITEMS[:3])}, numbers up to {MAX_VALUE})")
-STORIES = "short stories ('tell a story about mia and a dog in the park .')"
-
-
-def task_examples(tokenizer) -> tuple[tuple[str, ...], str]:
-    """(example prompts, what the model was trained on) for one of our own models: held-out items of
-    every task whose words its tokenizer knows (a story, a problem alone and after two worked
-    examples), never seen in training. A story comes first, so it is the prompt a visitor finds in
-    the box: its free choices are where the entropy trace crosses tau."""
-    plain, shot, tales = held_out("words", 4), held_out("words", 1, shots=2), held_out("stories", 2)
-    readable = [item for item in (tales[0], *plain, *shot, tales[1]) if not unknown_words(tokenizer, item.prompt)]
-    tasks = [WORD_PROBLEMS + (", alone or after worked examples" if shot[0] in readable else "")]
-    tasks += [STORIES] if tales[0] in readable else []
-    trained_on = (f"This model was trained only on {' and '.join(tasks)}: click one of the example prompts "
-                  "under the prompt box to try one, or write one like them.")
-    return tuple(item.prompt for item in readable), trained_on
 
 
 @dataclass(frozen=True)
@@ -104,7 +77,7 @@ class ModelRegistry:
                     with self._gpu_lock:
                         self._evict_gpu_models()
                         self._loaded[label] = load_model(choice.source, device=choice.device)
-                else:  # on the thread every CPU decode runs on (app/device_thread.py)
+                else:  # on the thread every CPU decode runs on (app/serving/device_thread.py)
                     self._loaded[label] = CPU_THREAD.call(load_model, choice.source, choice.device)
             return self._loaded[label]
 

@@ -10,16 +10,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.widgets.plot_style import FULL_COLOR, LINE_COLOR, MARGIN, TAU_COLOR
 from core.events import StepEvent
 
-FULL_COLOR = "#d62728"
-LINE_COLOR = "#1f77b4"
-TAU_COLOR = "#ff7f0e"
 # position x step cells: -1 step not taken yet, 0 row reused from the cache, 1 recomputed, 2 unmasked
 ROW_SCALE = [[0, "#ffffff"], [0.25, "#ffffff"], [0.25, "#e4e7ec"], [0.5, "#e4e7ec"], [0.5, "#2f6fed"],
              [0.75, "#2f6fed"], [0.75, "#ffb000"], [1, "#ffb000"]]
 CURSOR_COLOR = "#2ca02c"
-MARGIN = dict(l=50, r=20, t=40, b=40)
 
 
 def entropy_figure(events: list[StepEvent], tau: float, max_steps: int, title: str = "",

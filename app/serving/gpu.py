@@ -19,7 +19,7 @@ except ImportError:  # not on a Space: nothing to decorate with
     spaces = None
 
 F = TypeVar("F", bound=Callable)
-# Runs admitted at once. They take turns on their device (app/compute.py), so this bounds only how
+# Runs admitted at once. They take turns on their device (app/serving/turn_queue.py), so this bounds only how
 # many visitors see their place in our line; the rest wait in Gradio's queue, which shows theirs.
 CONCURRENCY = 8
 GPU_DURATION_S = 120  # ZeroGPU's upper bound for one race (the allocation is released when it ends)

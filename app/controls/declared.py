@@ -1,7 +1,7 @@
 """What a visitor may ask for: every control's bounds, and validation of a run's raw inputs.
 
 The UI sliders use these bounds, and the handler checks them again, because the HTTP API accepts any
-value a client sends (the sliders pass it on unchecked: app/controls.py). Nothing is clamped or
+value a client sends (the sliders pass it on unchecked: app/controls/panel.py). Nothing is clamped or
 rounded silently: a bad value is a ValueError whose message names the control and its range, and
 the UI shows it as is. EntropyCache's controls, and each compared policy's, come from the policies'
 declared parameters (core/policies/params.py); the decode controls are the app's.

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from app.params import BOUNDS, check_number, number_text
+from app.controls.declared import BOUNDS, check_number, number_text
 from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
 from core.tasks import held_out

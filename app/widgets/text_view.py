@@ -71,7 +71,7 @@ class TokenText:
 
     @classmethod
     def from_pieces(cls, pieces: Mapping[int, str], sep: str, mask_id: int, eos_ids: Iterable[int]) -> TokenText:
-        """Token text recorded in a trace (app/trace.py): a replay needs no tokenizer, so a race recorded
+        """Token text recorded in a trace (app/race/trace.py): a replay needs no tokenizer, so a race recorded
         with any model replays anywhere."""
         self = cls.__new__(cls)
         self.tokenizer, self.mask_id, self.eos_ids = None, mask_id, set(eos_ids)
@@ -88,7 +88,7 @@ class TokenText:
         return {i: self.piece(i) for i in ids}
 
     def decode(self, ids: list[int]) -> str:
-        """Like a tokenizer's decode of these ids (app/explain.py reads token text this way)."""
+        """Like a tokenizer's decode of these ids (app/widgets/explain.py reads token text this way)."""
         return self.sep.join(self.piece(i) for i in ids)
 
 

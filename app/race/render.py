@@ -1,25 +1,22 @@
-"""The race behind the Race tab: from a validated run to snapshots, and snapshots to rendered updates.
+"""The Race tab's renderer: a race's snapshots (app/race/decode.py) as HTML and figures, two lanes of
+them and, at the end, the results and the written trace; a replayed trace is drawn the same way.
 
-`race_snapshots` is the only part that touches the model (on a GPU it is the part that runs inside
-the GPU allocation); `Renderer` turns snapshots into HTML and figures. Data flows one way: the
-decoder yields events, this module only reads them. No gradio here.
+Data flows one way: the decoder yields events, this module only reads them. No gradio here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import plotly.graph_objects as go
 
-from app.params import RunParams
-from app.plots import entropy_figure, rows_figure
-from app.race import DEFAULT_THROTTLE_S, Lane, Snapshot, race
-from app.speed import banner_html, speed_html, speedup, summary_rows
-from app.text_view import TokenText, confidence_by_position, render_text
-from app.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
-from core.decoder import decode
+from app.controls.declared import RunParams
+from app.race.decode import Lane, Snapshot
+from app.race.speed import banner_html, speed_html, speedup, summary_rows
+from app.race.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
+from app.widgets.lane_plots import entropy_figure, rows_figure
+from app.widgets.text_view import TokenText, confidence_by_position, render_text
 from core.loading import answer_text, chat_prompt_ids
 
 SIDES = ("Left: compared", "Right: EntropyCache")
@@ -46,20 +43,6 @@ class Update:
     banner_html: str
     lanes: tuple[LaneView, LaneView]
     final: Final | None = None  # only on the last update of a race that ran to the end
-
-
-def race_snapshots(
-    model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
-    should_stop: Callable[[], bool] = lambda: False,
-) -> Iterator[Snapshot]:
-    """Both decoders on the same prompt ids, seed and settings, raced fairly (see app/race.py).
-
-    A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
-    """
-    config = params.decode_config()
-    compared, ours = params.make_policies()
-    decoders = [decode(model, prompt_ids, compared, config), decode(model, prompt_ids, ours, config)]
-    yield from race(decoders, (compared.describe(), ours.describe()), throttle_s, should_stop)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The Race tab: the compared policy and EntropyCache decode one prompt on one shared compute clock,
 streamed into two lanes of panels (speed, text, entropy trace, recomputed rows), then the results.
 
-The handler validates its input (app/params.py, and whether the model can read the prompt) and runs
-through the tab runner (app/runner.py); the race itself is app/race_stream.py.
+The handler validates its input (app/controls/declared.py, and whether the model can read the prompt) and runs
+through the tab runner (app/serving/runner.py); the race itself is app/race/render.py.
 """
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from collections.abc import Iterator
 import gradio as gr
 import pandas as pd
 
-from app.banner import banner
-from app.context import AppContext
-from app.controls import Inputs, build_inputs, raw_run, run_signature, wire_inputs
-from app.params import RunParams
-from app.race_stream import SIDES, RaceRenderer, Update, race_snapshots
-from app.replay_panel import build_replay_panel
-from app.runner import TabRunner, TabView
-from app.speed import SUMMARY_HEADERS
+from app.controls.declared import RunParams
+from app.controls.panel import Inputs, build_inputs, raw_run, run_signature, wire_inputs
+from app.race.decode import race_snapshots
+from app.race.render import SIDES, RaceRenderer, Update
+from app.race.replay_panel import build_replay_panel
+from app.race.speed import SUMMARY_HEADERS
+from app.serving.context import AppContext
+from app.serving.runner import TabRunner, TabView
+from app.widgets.banner import banner
 
 INTRO = """# EntropyCache: a decode race
 Two decoders unmask the same prompt with the same seed. **Left:** the policy you compare against

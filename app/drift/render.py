@@ -1,36 +1,25 @@
-"""The diagnostic decode behind the Drift tab: the picked policy with core's Probe hook, streamed and rendered.
+"""The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner, the
+response text and three figures, using core.diagnostics for every number.
 
-`drift_snapshots` is the only part that touches the model (on a GPU it runs inside the GPU
-allocation) and yields plain data: the events so far. `DriftRenderer` turns them into the banner, the
-response text and three figures, using core.diagnostics for every number. Data flows one way: the
-decoder yields events, this module only reads them. No gradio here.
+Data flows one way: the decoder yields events, this module only reads them. No gradio here.
 """
 
 from __future__ import annotations
 
 import html
 import math
-import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from app.banner import banner
-from app.drift_plots import drift_heatmap, drift_scatter, volatility_figure
-from app.params import OURS, RunParams
-from app.race import DEFAULT_THROTTLE_S, Throttle
-from app.text_view import TokenText, confidence_by_position, render_text
-from core.decoder import decode
-from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
+from app.controls.declared import OURS, RunParams
+from app.drift.decode import DriftSnapshot
+from app.drift.plots import drift_heatmap, drift_scatter, volatility_figure
+from app.widgets.banner import banner
+from app.widgets.text_view import TokenText, confidence_by_position, render_text
+from core.diagnostics import drift_vs_entropy, volatility_curve
 from core.events import StepEvent
 from core.loading import answer_text, chat_prompt_ids
-
-
-@dataclass(frozen=True)
-class DriftSnapshot:
-    events: tuple[StepEvent, ...]  # every event so far (a snapshot never changes after it is yielded)
-    finished: bool  # the decode ran to its last step
 
 
 @dataclass(frozen=True)
@@ -44,35 +33,6 @@ class DriftUpdate:
     curve: dict[int, float]  # core.diagnostics.volatility_curve of the events so far
     events: tuple[StepEvent, ...]
     final_text: str | None = None  # only on the last update of a decode that ran to the end
-
-
-def drift_snapshots(
-    model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
-    should_stop: Callable[[], bool] = lambda: False, wall_clock: Callable[[], float] = time.perf_counter,
-) -> Iterator[DriftSnapshot]:
-    """The picked policy (`params.picked_policy()`) with a Probe; a snapshot after each `throttle_s` of
-    stepping (app.race.Throttle) and at the end.
-
-    `should_stop` is polled before each step: when it turns true the decode ends without a further snapshot."""
-    decoder = decode(model, prompt_ids, params.picked_policy(), params.decode_config(), before_step=Probe(model))
-    events: list[StepEvent] = []
-    throttle = Throttle(throttle_s, wall_clock)
-    try:
-        while not should_stop():
-            event = next(decoder, None)
-            if event is None:
-                if events and not events[-1].done:  # a decoder that ends without a done event still ends
-                    yield DriftSnapshot(tuple(events), True)
-                return
-            events.append(event)
-            if event.done or throttle.due():
-                throttle.handing_over()
-                yield DriftSnapshot(tuple(events), bool(event.done))
-                throttle.rendered()
-            if event.done:
-                return
-    finally:
-        decoder.close()
 
 
 def _fmt(value: float) -> str:

@@ -6,10 +6,8 @@ clock is behind, so the lanes move as if they ran side by side on separate ident
 cheaper decoder visibly pulls ahead and finishes first, and the speedup shown is the measured one.
 Time spent here or by the caller between steps (rendering, plotting, network) is never on any clock.
 
-Snapshots come after at least `throttle_s` of wall time spent stepping since the caller last got
-control back, and at least four times what the caller took over the last one (plus one when a lane
-finishes and one at the end), so rendering never takes more than a fifth of a run, however slow a
-render grows. No gradio here.
+Snapshots come when the render throttle (app/widgets/throttle.py) says one is due, plus one when a
+lane finishes and one at the end, so rendering never takes more than a fifth of a run. No gradio here.
 """
 
 from __future__ import annotations
@@ -18,10 +16,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from app.controls.declared import RunParams
+from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
+from core.decoder import decode
 from core.events import StepEvent
-
-DEFAULT_THROTTLE_S = 0.25  # at most ~4 renders a second: plotting must not slow the decoders down
-DECODE_PER_RENDER = 4.0  # at least this much stepping time per second the caller spends on a snapshot
 
 
 @dataclass
@@ -47,34 +45,6 @@ class Snapshot:
     lanes: tuple[Lane, ...]  # copies: a snapshot never changes after it is yielded
     stepped: int  # index of the lane that took the latest step
     finished: bool  # every lane is done
-
-
-class Throttle:
-    """When the next snapshot is due: once the window has passed since the caller last got control
-    back. The window opens after the render, so however slow a render is, decoding comes between two
-    of them; it is `seconds`, or DECODE_PER_RENDER times what the caller took over the last snapshot
-    if that is longer, so rendering never takes more than a fifth of a run's wall time, however
-    costly the plots grow late in a long run. seconds=0: every step is due."""
-
-    def __init__(self, seconds: float, wall_clock: Callable[[], float] = time.perf_counter) -> None:
-        self.seconds = seconds
-        self.wall_clock = wall_clock
-        self.window = seconds
-        self.opened: float | None = None  # None: the first snapshot is due at once
-        self._handed: float | None = None
-
-    def due(self) -> bool:
-        return self.opened is None or self.wall_clock() - self.opened >= self.window
-
-    def handing_over(self) -> None:
-        """Call right before yielding a snapshot."""
-        self._handed = self.wall_clock()
-
-    def rendered(self) -> None:
-        """Call when the caller's turn (its render) is over and stepping resumes."""
-        self.opened = self.wall_clock()
-        if self.seconds > 0 and self._handed is not None:
-            self.window = max(self.seconds, DECODE_PER_RENDER * (self.opened - self._handed))
 
 
 def _copy(lane: Lane) -> Lane:
@@ -129,3 +99,17 @@ def _advance(lane: Lane, decoder: Iterator[StepEvent]) -> bool:
     lane.clock += event.compute_s
     lane.done = bool(event.done)
     return lane.done
+
+
+def race_snapshots(
+    model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Snapshot]:
+    """Both decoders on the same prompt ids, seed and settings, raced fairly (see race).
+
+    A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
+    """
+    config = params.decode_config()
+    compared, ours = params.make_policies()
+    decoders = [decode(model, prompt_ids, compared, config), decode(model, prompt_ids, ours, config)]
+    yield from race(decoders, (compared.describe(), ours.describe()), throttle_s, should_stop)

@@ -3,7 +3,7 @@
 A race's speedup is the ratio of its lanes' measured compute times. Two decodes running at once on the
 same cores (or GPU) inflate each other's step times by however much they overlap, so the ratio a
 visitor sees would depend on who else is visiting (measured: 1.5x to 3.6x for a race worth 2.1x alone,
-and two races at once took 3.4x as long as one). So every decode holds its device's ComputeQueue while
+and two races at once took 3.4x as long as one). So every decode holds its device's TurnQueue while
 it steps: each runs as if alone, the numbers it shows are the ones it would show alone, and the machine
 does one decode's work at a time at full speed, which is also the highest throughput. A visitor who
 waits is told their place in line and an estimate. No gradio here.
@@ -28,7 +28,7 @@ class Ticket:
         self.held_since: float | None = None
 
 
-class ComputeQueue:
+class TurnQueue:
     def __init__(self, remember: int = 20, clock: Callable[[], float] = time.monotonic) -> None:
         self._cond = threading.Condition()
         self._line: deque[Ticket] = deque()  # the head holds the device
@@ -85,7 +85,7 @@ class ComputeQueue:
             self._line[0].held_since = self._clock()
 
 
-def in_turns(queue: ComputeQueue, items: Iterator[T], should_stop: Callable[[], bool], poll_s: float = 0.25
+def in_turns(queue: TurnQueue, items: Iterator[T], should_stop: Callable[[], bool], poll_s: float = 0.25
              ) -> Iterator[T]:
     """`items`, each one computed while holding `queue` (a long run, a sweep, takes one turn per item, so
     a race waits for one of its decodes, never for all of them). Ends early when should_stop() is true."""

@@ -2,7 +2,7 @@
 throttle, the warm-up.
 
 One AppContext per app (app/ui.py builds it); each tab's handlers take it, never another tab's
-handlers. A Run or Stop in any tab acts on the browser session's one run (app/sessions.py).
+handlers. A Run or Stop in any tab acts on the browser session's one run (app/serving/sessions.py).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import weakref
 
 import gradio as gr
 
-from app.banner import STOPPED
-from app.compute import ComputeQueue
-from app.models import ModelRegistry
-from app.params import RunParams, parse_params
-from app.race import DEFAULT_THROTTLE_S
-from app.sessions import RunBoard
+from app.controls.declared import RunParams, parse_params
+from app.serving.registry import ModelRegistry
+from app.serving.sessions import RunBoard
+from app.serving.turn_queue import TurnQueue
+from app.widgets.banner import STOPPED
+from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.decoder import DecodeConfig, decode
 from core.policies import make_policy
 
@@ -28,9 +28,9 @@ class AppContext:
         self.board = RunBoard() if board is None else board  # `or` would not do: an empty board is falsy
         self.throttle_s = throttle_s
         self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
-        self._queues = {"cpu": ComputeQueue(), "cuda": ComputeQueue()}  # decodes take turns per device
+        self._queues = {"cpu": TurnQueue(), "cuda": TurnQueue()}  # decodes take turns per device
 
-    def compute_queue(self, device: str) -> ComputeQueue:
+    def turn_queue(self, device: str) -> TurnQueue:
         """The queue of the device a model runs on ('cpu' or 'cuda'): one decode at a time on it."""
         return self._queues[device]
 

@@ -1,6 +1,6 @@
 """The input panel a tab starts with: prompt, example prompts, model picker, Run/Stop, bounded sliders.
 
-Slider bounds come from app/params.py, which every handler checks again: the HTTP API accepts any
+Slider bounds come from app/controls/declared.py, which every handler checks again: the HTTP API accepts any
 value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets is the
 handler's, naming the control and its range. `prefix` keeps element ids unique when two tabs each
 have a panel.
@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from app.context import AppContext
-from app.models import ModelRegistry
-from app.params import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies
+from app.controls.declared import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies
+from app.serving.context import AppContext
+from app.serving.registry import ModelRegistry
 
 CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
 PEER_CONTROLS = list(PEER_BOUNDS)  # every compared policy's own parameters, e.g. dllm_cache_rho
@@ -63,7 +63,7 @@ def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
     gr.Slider's own preprocess checks the bounds first and answers an API client with a message that
     names no control ('Value 1099511627776 is greater than maximum value 2147483647.'), or fails on a
     string or None with Gradio's generic error. Every handler that takes a slider checks its value
-    itself (app/params.py check_number), so nothing unchecked gets through. (Not a subclass: Gradio
+    itself (app/controls/declared.py check_number), so nothing unchecked gets through. (Not a subclass: Gradio
     writes a .pyi stub beside the source of every component subclass.)"""
     slider = gr.Slider(*args, **kwargs)
     slider.preprocess = _as_sent
