@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 import pytest
 from conftest import fake_zero_gpu
 
-from app.controls.declared import BOUNDS, PEER_BOUNDS, parse_params, probed_policies
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, probed_policies
+from app.controls.run import RawRun, check_run
 from app.drift.decode import DriftSnapshot, drift_snapshots
 from app.drift.plots import drift_matrix
 from app.drift.render import DriftRenderer
@@ -39,7 +40,7 @@ TAU, K = 0.5, 2
 
 
 def controls(**overrides) -> dict:
-    values = {name: b.default for name, b in BOUNDS.items()}
+    values = {key: control.default for key, control in RUN_CONTROLS.items()}
     values.update(tau=TAU, k=K, gen_len=32, block_len=16)
     values.update(overrides)
     return values
@@ -47,8 +48,14 @@ def controls(**overrides) -> dict:
 
 def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, policy: str = "entropy", **overrides) -> list:
     c = controls(**overrides)
-    peers = [c.get(name, b.default) for name, b in PEER_BOUNDS.items()]
-    return [prompt, model, policy, *(c[name] for name in BOUNDS), *peers]
+    peers = [c.get(key, control.default) for key, control in PEER_CONTROLS.items()]
+    return [prompt, model, policy, *(c[key] for key in RUN_CONTROLS), *peers]
+
+
+def drift_run(registry):
+    """A Drift run of EntropyCache, checked and built as the Drift tab's handler does."""
+    return check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "entropy", controls(), {}), probed_policies(),
+                     against_ours=False)
 
 
 def direct_events(model, tokenizer) -> list[StepEvent]:
@@ -57,10 +64,10 @@ def direct_events(model, tokenizer) -> list[StepEvent]:
     return list(decode(model, ids, policy, DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
 
 
-def stream_drift(model, tokenizer, params, *, throttle_s: float = 0):
+def stream_drift(model, tokenizer, run, *, throttle_s: float = 0):
     """One rendered DriftUpdate per snapshot of the diagnostic decode (the Drift tab's stream, without the run)."""
-    renderer = DriftRenderer(model, tokenizer, params)
-    for snap in drift_snapshots(model, renderer.prompt_ids, params, throttle_s):
+    renderer = DriftRenderer(model, tokenizer, run)
+    for snap in drift_snapshots(model, renderer.prompt_ids, run, throttle_s):
         yield renderer.update(snap)
 
 
@@ -77,9 +84,7 @@ def same(a: float, b: float) -> bool:
 
 def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_params(PROMPT, EMBEDDED_LABEL, "entropy", models=registry.labels, policies=probed_policies(),
-                          **controls())
-    updates = list(stream_drift(model, tokenizer, params, throttle_s=0))
+    updates = list(stream_drift(model, tokenizer, drift_run(registry), throttle_s=0))
     direct = direct_events(model, tokenizer)
     assert len(updates) == len(direct)  # throttle 0: one update per step
     for i, u in enumerate(updates):
@@ -110,14 +115,13 @@ def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations
 
 def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_params(PROMPT, EMBEDDED_LABEL, "entropy", models=registry.labels, policies=probed_policies(),
-                          **controls())
     ids = chat_prompt_ids(tokenizer, PROMPT)
+    run = drift_run(registry)
     ticks = iter(range(10_000))
-    snaps = list(drift_snapshots(model, ids, params, throttle_s=1e9, wall_clock=lambda: next(ticks)))
+    snaps = list(drift_snapshots(model, ids, run, throttle_s=1e9, wall_clock=lambda: next(ticks)))
     assert [len(s.events) for s in snaps] == [1, 32] and snaps[-1].finished and isinstance(snaps[0], DriftSnapshot)
     polls = iter([False, False, True])
-    stopped = list(drift_snapshots(model, ids, params, throttle_s=0, should_stop=lambda: next(polls)))
+    stopped = list(drift_snapshots(model, ids, run, throttle_s=0, should_stop=lambda: next(polls)))
     assert [len(s.events) for s in stopped] == [1, 2] and not stopped[-1].finished
 
 
@@ -146,12 +150,13 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     [
         (drift_args(prompt="   "), "empty"),
         (drift_args(model="/etc/passwd"), "Unknown model"),
-        (drift_args(tau=-1), "between"),
-        (drift_args(k=1.5), "whole number"),
+        (drift_args(tau=-1), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got -1"),
+        (drift_args(k=1.5), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got 1.5"),
         (drift_args(gen_len=30), "do not fit together"),
         (drift_args(steps=4, threshold=0.9), "steps to 0"),
         (drift_args(policy="none"), "Unknown policy 'none'; choose one of: entropy, d2cache"),
-        (drift_args(policy="d2cache", d2cache_rollout_p=7), "must be between"),
+        (drift_args(policy="d2cache", d2cache_rollout_p=7),
+         "rollout_p \\(D2Cache\\) must be a number in \\[0, 1\\], got 7"),
     ],
 )
 def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
@@ -180,9 +185,10 @@ def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(reg
 def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:
     model, _ = registry.get(EMBEDDED_LABEL)
     prompt = "a " * 600  # 600 words the model knows
-    assert model.config.max_seq_len < 600 + BOUNDS["gen_len"].high  # else this test needs a longer prompt
+    longest = RUN_CONTROLS["gen_len"].slider_range[1]
+    assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
     d = drift_tab(registry)
-    too_long = drift_args(prompt, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
+    too_long = drift_args(prompt, gen_len=longest, block_len=32)
     run = d.run(*too_long, request=SimpleNamespace(session_hash="me"))
     with pytest.raises(gr.Error, match="exceeds the model's"):  # core's own check, at the first step
         list(run)

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from test_app import params_for, stream_race
+from test_app import race_run, stream_race
 
 from app.race.replay import PACES, Replay
 from app.race.replay_panel import ReplayPanel, check_frame, load_trace_file
@@ -18,7 +18,7 @@ from app.serving.registry import EMBEDDED_LABEL
 def recorded(registry, tmp_path_factory) -> dict:
     """The trace JSON of a real race on the embedded model (no cache vs EntropyCache, gen 32)."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    updates = list(stream_race(model, tokenizer, params_for(registry), trace_dir=tmp_path_factory.mktemp("traces")))
+    updates = list(stream_race(model, tokenizer, race_run(registry), trace_dir=tmp_path_factory.mktemp("traces")))
     return json.loads(updates[-1].final.trace_path.read_text())
 
 
@@ -150,7 +150,7 @@ DELETE = object()
         ("lanes.0.events.0.reason", DELETE, "lanes[0].events[0]: missing reason"),
         ("lanes.0.events.0.done", True, "only the last step may be (and must be) the end of the decode"),
         ("lanes.0.compute_s", 123.0, "lanes[0].compute_s: 123.0 is not the sum of its steps' compute_s"),
-        ("settings.gen_len", 10**9, "settings.gen_len: gen length must be between 1 and 512, got 1000000000"),
+        ("settings.gen_len", 10**9, "settings.gen_len: gen length must be an integer in [1, 512], got 1000000000"),
         ("model.pieces", [], "model.pieces: expected an object, got a list"),
         ("prompt_ids", "1 2 3", "prompt_ids: expected a list, got text"),
     ],

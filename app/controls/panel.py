@@ -1,9 +1,10 @@
-"""The input panel a tab starts with: prompt, example prompts, model picker, Run/Stop, bounded sliders.
+"""The input panel a Race or Drift tab starts with: prompt, example prompts, model picker, Run/Stop, and
+a slider per control.
 
-Slider bounds come from app/controls/declared.py, which every handler checks again: the HTTP API accepts any
-value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets is the
-handler's, naming the control and its range. `prefix` keeps element ids unique when two tabs each
-have a panel.
+A slider's range is its control's (app/controls/declared.py), which the handler checks again: the HTTP
+API accepts any value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets
+is the handler's, naming the control and what it allows. `prefix` keeps element ids unique when two
+tabs each have a panel.
 """
 
 from __future__ import annotations
@@ -11,27 +12,18 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import gradio as gr
 
-from app.controls.declared import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
+from app.controls.run import MAX_PROMPT_CHARS, RawRun
 from app.serving.context import AppContext
 from app.serving.registry import ModelRegistry
 
-CONTROL_NAMES = list(BOUNDS)  # tau, k, gen_len, block_len, steps, threshold, temperature, seed
-PEER_CONTROLS = list(PEER_BOUNDS)  # every compared policy's own parameters, e.g. dllm_cache_rho
-# A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these.
-RUN_INPUTS = ["prompt", "model", "policy", *CONTROL_NAMES, *PEER_CONTROLS]
-
-
-class RawRun(NamedTuple):
-    """A run's inputs as sent (unchecked), in the order of AppContext.run_params' parameters."""
-    prompt: object
-    model: object
-    policy: object
-    numbers: dict  # by CONTROL_NAMES
-    compared: dict  # by PEER_CONTROLS, those sent
+# A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these (tau, k,
+# gen_len, ..., seed, then every compared policy's own, e.g. dllm_cache_rho).
+RUN_INPUTS = ["prompt", "model", "policy", *RUN_CONTROLS, *PEER_CONTROLS]
 
 
 def raw_run(values: tuple, request: Any = None) -> tuple[RawRun, Any]:
@@ -39,8 +31,8 @@ def raw_run(values: tuple, request: Any = None) -> tuple[RawRun, Any]:
     if len(values) > len(RUN_INPUTS):  # Gradio passes the request positionally, after the inputs
         *values, request = values
     raw = dict(zip(RUN_INPUTS, values))
-    numbers = {name: raw.get(name) for name in CONTROL_NAMES}
-    compared = {name: raw[name] for name in PEER_CONTROLS if name in raw}
+    numbers = {key: raw.get(key) for key in RUN_CONTROLS}
+    compared = {key: raw[key] for key in PEER_CONTROLS if key in raw}
     return RawRun(raw.get("prompt"), raw.get("model"), raw.get("policy"), numbers, compared), request
 
 
@@ -51,8 +43,8 @@ def run_signature() -> inspect.Signature:
     p, kind = inspect.Parameter, inspect.Parameter.POSITIONAL_OR_KEYWORD
     return inspect.Signature(
         [p("self", kind)]
-        + [p(name, kind) for name in RUN_INPUTS if name not in PEER_BOUNDS]
-        + [p(name, kind, default=PEER_BOUNDS[name].default) for name in PEER_CONTROLS]
+        + [p(name, kind) for name in RUN_INPUTS if name not in PEER_CONTROLS]
+        + [p(key, kind, default=control.default) for key, control in PEER_CONTROLS.items()]
         + [p("request", kind, default=None, annotation=gr.Request)]
     )
 
@@ -63,7 +55,7 @@ def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
     gr.Slider's own preprocess checks the bounds first and answers an API client with a message that
     names no control ('Value 1099511627776 is greater than maximum value 2147483647.'), or fails on a
     string or None with Gradio's generic error. Every handler that takes a slider checks its value
-    itself (app/controls/declared.py check_number), so nothing unchecked gets through. (Not a subclass: Gradio
+    itself (Control.check, app/controls/declared.py), so nothing unchecked gets through. (Not a subclass: Gradio
     writes a .pyi stub beside the source of every component subclass.)"""
     slider = gr.Slider(*args, **kwargs)
     slider.preprocess = _as_sent
@@ -74,13 +66,14 @@ def _as_sent(payload: Any) -> Any:
     return payload
 
 
-def bounded_slider(name: str, value: float | None = None, prefix: str = "") -> gr.Slider:
-    """A slider with the bounds the handler enforces again (integers are checked there, not rounded here)."""
-    b = BOUNDS[name] if name in BOUNDS else PEER_BOUNDS[name]
-    step = 1 if b.integer else 0.01
-    value = b.default if value is None else value
-    return raw_slider(b.low, b.high, value=value, step=step, label=b.label, info=b.info or None,
-                     elem_id=f"{prefix}ctl-{name}")
+def bounded_slider(control: Control, value: float | None = None, prefix: str = "") -> gr.Slider:
+    """A control's slider: the range the handler enforces again (integers are checked there, not
+    rounded here), its label and help."""
+    low, high = control.slider_range
+    step = 1 if control.param.kind is int else 0.01
+    value = control.default if value is None else value
+    return raw_slider(low, high, value=value, step=step, label=control.label, info=control.info or None,
+                      elem_id=f"{prefix}ctl-{control.key}")
 
 
 @dataclass
@@ -91,8 +84,8 @@ class Inputs:
     policy: gr.Dropdown
     run: gr.Button
     stop: gr.Button
-    controls: dict[str, gr.Slider]  # by BOUNDS name
-    peer_controls: dict[str, gr.Slider]  # by PEER_BOUNDS name
+    controls: dict[str, gr.Slider]  # by RUN_CONTROLS key
+    peer_controls: dict[str, gr.Slider]  # by PEER_CONTROLS key
     peer_groups: dict[str, gr.Row]  # each compared policy's sliders, shown while it is picked
 
     def for_run(self) -> list[gr.components.Component]:
@@ -128,7 +121,7 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
         controls = {}
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
             with gr.Row():
-                controls.update({name: bounded_slider(name, defaults.get(name), prefix) for name in row})
+                controls.update({key: bounded_slider(RUN_CONTROLS[key], defaults.get(key), prefix) for key in row})
         peer_controls, peer_groups = _peer_sliders(prefix, policies)
     return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups)
 
@@ -139,10 +132,10 @@ def _peer_sliders(prefix: str, policies: list[str]) -> tuple[dict[str, gr.Slider
     not offer stay hidden."""
     sliders, groups = {}, {}
     for name in compared_policies():
-        own = [control for control in PEER_CONTROLS if PEER_OWNER[control][0] == name]
+        own = [control for control in PEER_CONTROLS.values() if control.policy == name]
         if own:
             with gr.Row(visible=name == policies[0], elem_id=f"{prefix}peer-{name}") as groups[name]:
-                sliders.update({control: bounded_slider(control, prefix=prefix) for control in own})
+                sliders.update({control.key: bounded_slider(control, prefix=prefix) for control in own})
     return sliders, groups
 
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from app.controls.declared import RunParams
+from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.diagnostics import Probe
@@ -24,14 +24,14 @@ class DriftSnapshot:
 
 
 def drift_snapshots(
-    model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
+    model, prompt_ids: list[int], run: Run, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False, wall_clock: Callable[[], float] = time.perf_counter,
 ) -> Iterator[DriftSnapshot]:
-    """The picked policy (`params.picked_policy()`) with a Probe; a snapshot after each `throttle_s` of
+    """The run's policy (the one picked) with a Probe; a snapshot after each `throttle_s` of
     stepping (app/widgets/throttle.py) and at the end.
 
     `should_stop` is polled before each step: when it turns true the decode ends without a further snapshot."""
-    decoder = decode(model, prompt_ids, params.picked_policy(), params.decode_config(), before_step=Probe(model))
+    decoder = decode(model, prompt_ids, run.policies[0], run.config, before_step=Probe(model))
     events: list[StepEvent] = []
     throttle = Throttle(throttle_s, wall_clock)
     try:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from app.controls.declared import OURS, RunParams
+from app.controls.declared import OURS
+from app.controls.run import Run
 from app.drift.decode import DriftSnapshot
 from app.drift.plots import drift_heatmap, drift_scatter, volatility_figure
 from app.widgets.banner import banner
@@ -42,16 +43,16 @@ def _fmt(value: float) -> str:
 class DriftRenderer:
     """Snapshots of one diagnostic decode -> DriftUpdates."""
 
-    def __init__(self, model, tokenizer, params: RunParams) -> None:
+    def __init__(self, model, tokenizer, run: Run) -> None:
         cfg = model.config
-        self.params = params
+        self.run = run
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # the ids the decode gets
-        self.max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
+        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # the ids the decode gets
+        self.max_steps = run.max_steps
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
-        self.policy = params.picked_policy().describe()
-        self.tau = params.tau if params.policy == OURS else None  # a threshold only ours has
+        self.policy = run.policies[0].describe()
+        self.tau = run.settings["tau"] if run.settings["policy"] == OURS else None  # a threshold only ours has
 
     def empty(self, message: str) -> DriftUpdate:
         return self._render((), message, finished=False)
@@ -64,7 +65,7 @@ class DriftRenderer:
         curve = volatility_curve(list(events))
         return DriftUpdate(
             banner_html=self._banner(events, stats, message, finished),
-            text_html=render_text(events[-1] if events else None, self.text, self.params.gen_len,
+            text_html=render_text(events[-1] if events else None, self.text, self.run.config.gen_len,
                                   confidence_by_position(events)),
             scatter_fig=drift_scatter(stats, self.tau),
             heatmap_fig=drift_heatmap(list(events), self.n_layers, self.max_steps),

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app.controls.declared import RunParams, probed_policies
+from app.controls.declared import probed_policies
 from app.controls.panel import Inputs, build_inputs, raw_run, raw_slider, run_signature, wire_inputs
+from app.controls.run import Run, check_run
 from app.drift.decode import drift_snapshots
 from app.drift.render import DriftRenderer, DriftUpdate
 from app.serving.context import AppContext
@@ -48,21 +49,21 @@ class DriftView(TabView):
 
     n_outputs = 9
 
-    def __init__(self, params: RunParams) -> None:
-        self.params = params
-        self.label = params.model
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.label = run.model
         self.renderer: DriftRenderer | None = None
         self.tokenizer = None
 
     def start(self, model, tokenizer) -> tuple[tuple, tuple]:
-        self.renderer = DriftRenderer(model, tokenizer, self.params)
+        self.renderer = DriftRenderer(model, tokenizer, self.run)
         self.tokenizer = tokenizer
-        return drift_outputs(self.renderer.empty("Starting..."), start=True), (self.params, self.renderer.prompt_ids)
+        return drift_outputs(self.renderer.empty("Starting..."), start=True), (self.run, self.renderer.prompt_ids)
 
     def show(self, snapshot) -> tuple:
         update = self.renderer.update(snapshot)
-        run = DriftRun(self.params.model, update.events) if update.final_text is not None else None
-        return drift_outputs(update, run, self.tokenizer)
+        record = DriftRun(self.run.model, update.events) if update.final_text is not None else None
+        return drift_outputs(update, record, self.tokenizer)
 
 
 class DriftTab:
@@ -70,15 +71,16 @@ class DriftTab:
         self.ctx = ctx
         self.runner = TabRunner(ctx, self.decode)
 
-    def decode(self, model, tokenizer, params: RunParams, prompt_ids: list[int], should_stop) -> Iterator:
-        return drift_snapshots(model, prompt_ids, params, self.ctx.throttle_s, should_stop)
+    def decode(self, model, tokenizer, run: Run, prompt_ids: list[int], should_stop) -> Iterator:
+        return drift_snapshots(model, prompt_ids, run, self.ctx.throttle_s, should_stop)
 
     def run(self, *values: object, request: gr.Request = None) -> Iterator[tuple]:
         """Validate, then stream the diagnostic decode: one output tuple per throttled update.
 
         `values`: RUN_INPUTS (the policy is the probed one); the HTTP API names them (run_signature)."""
         raw, request = raw_run(values, request)
-        yield from self.runner.run(request, lambda: DriftView(self.ctx.run_params(*raw, policies=probed_policies())))
+        yield from self.runner.run(request, lambda: DriftView(check_run(self.ctx.registry, raw, probed_policies(),
+                                                                        against_ours=False)))
 
     def explain(self, step: float, run: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""

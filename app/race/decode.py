@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from app.controls.declared import RunParams
+from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
@@ -102,14 +102,12 @@ def _advance(lane: Lane, decoder: Iterator[StepEvent]) -> bool:
 
 
 def race_snapshots(
-    model, prompt_ids: list[int], params: RunParams, throttle_s: float = DEFAULT_THROTTLE_S,
+    model, prompt_ids: list[int], run: Run, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[Snapshot]:
-    """Both decoders on the same prompt ids, seed and settings, raced fairly (see race).
+    """The run's two policies on the same prompt ids, seed and settings, raced fairly (see race).
 
     A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
     """
-    config = params.decode_config()
-    compared, ours = params.make_policies()
-    decoders = [decode(model, prompt_ids, compared, config), decode(model, prompt_ids, ours, config)]
-    yield from race(decoders, (compared.describe(), ours.describe()), throttle_s, should_stop)
+    decoders = [decode(model, prompt_ids, policy, run.config) for policy in run.policies]
+    yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop)

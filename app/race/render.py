@@ -11,7 +11,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from app.controls.declared import RunParams
+from app.controls.run import Run
 from app.race.decode import Lane, Snapshot
 from app.race.speed import banner_html, speed_html, speedup, summary_rows
 from app.race.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
@@ -62,13 +62,11 @@ class Layout:
         return self.prompt_len + self.gen_len
 
     @classmethod
-    def for_run(cls, model, tokenizer, params: RunParams, prompt_len: int) -> Layout:
+    def for_run(cls, model, tokenizer, run: Run, prompt_len: int) -> Layout:
         cfg = model.config
-        # With a threshold a block runs until it is done (at least one token a step), so the plots must
-        # span gen_len steps whatever `steps` holds; otherwise they would cut the race short.
-        max_steps = params.gen_len if params.threshold else (params.steps or params.gen_len)
-        return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), params.gen_len, params.tau, max_steps,
-                   cfg.n_layers, prompt_len, tuple(p.describe() for p in params.make_policies()))
+        return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), run.config.gen_len,
+                   run.settings["tau"], run.max_steps, cfg.n_layers, prompt_len,
+                   tuple(policy.describe() for policy in run.policies))
 
 
 class Renderer:
@@ -110,11 +108,11 @@ class Renderer:
 class RaceRenderer(Renderer):
     """A live race's renderer: its last update also carries the results and the written trace."""
 
-    def __init__(self, model, tokenizer, params: RunParams, trace_dir: Path = TRACE_DIR) -> None:
-        self.params = params
+    def __init__(self, model, tokenizer, run: Run, trace_dir: Path = TRACE_DIR) -> None:
+        self.run = run
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, params.prompt)  # both decoders get these very ids
-        super().__init__(Layout.for_run(model, tokenizer, params, len(self.prompt_ids)))
+        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # both decoders get these very ids
+        super().__init__(Layout.for_run(model, tokenizer, run, len(self.prompt_ids)))
         self.trace_dir = trace_dir
 
     def update(self, snap: Snapshot, message: str = "") -> Update:
@@ -125,6 +123,6 @@ class RaceRenderer(Renderer):
         base, ours = snap.lanes
         lay = self.layout
         texts = tuple(answer_text(self.tokenizer, la.last) for la in (base, ours))
-        data = trace_dict(self.params.to_dict(), self.prompt_ids, (base, ours), lay.policies, texts,
+        data = trace_dict(self.run.settings, self.prompt_ids, (base, ours), lay.policies, texts,
                           speedup(base, ours), TraceModel.of(lay, base, ours))
         return Final(texts, summary_rows(base, ours, lay.policies), write_trace(data, self.trace_dir))

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import gradio as gr
 import pandas as pd
 
-from app.controls.declared import RunParams
+from app.controls.declared import compared_policies
 from app.controls.panel import Inputs, build_inputs, raw_run, run_signature, wire_inputs
+from app.controls.run import Run, check_run
 from app.race.decode import race_snapshots
 from app.race.render import SIDES, RaceRenderer, Update
 from app.race.replay_panel import build_replay_panel
@@ -37,17 +38,17 @@ class RaceView(TabView):
 
     n_outputs = 1 + 2 * 4 + N_FINALS
 
-    def __init__(self, params: RunParams) -> None:
-        self.params = params
-        self.label = params.model
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.label = run.model
         self.renderer: RaceRenderer | None = None
 
     def loading(self, text: str) -> tuple:
         return (banner(text), *(gr.skip(),) * 8, *_cleared())  # the previous run's results go at once
 
     def start(self, model, tokenizer) -> tuple[tuple, tuple]:
-        self.renderer = RaceRenderer(model, tokenizer, self.params)
-        return outputs(self.renderer.empty("Starting..."), clear_final=True), (self.params, self.renderer.prompt_ids)
+        self.renderer = RaceRenderer(model, tokenizer, self.run)
+        return outputs(self.renderer.empty("Starting..."), clear_final=True), (self.run, self.renderer.prompt_ids)
 
     def show(self, snapshot) -> tuple:
         return outputs(self.renderer.update(snapshot))
@@ -58,15 +59,16 @@ class RaceTab:
         self.ctx = ctx
         self.runner = TabRunner(ctx, self.decode)
 
-    def decode(self, model, tokenizer, params: RunParams, prompt_ids: list[int], should_stop) -> Iterator:
-        return race_snapshots(model, prompt_ids, params, self.ctx.throttle_s, should_stop)
+    def decode(self, model, tokenizer, run: Run, prompt_ids: list[int], should_stop) -> Iterator:
+        return race_snapshots(model, prompt_ids, run, self.ctx.throttle_s, should_stop)
 
     def run(self, *values: object, request: gr.Request = None) -> Iterator[tuple]:
         """Validate, then stream the race: one output tuple per throttled snapshot, the last one with results.
 
         `values`: RUN_INPUTS (the policy is the compared one); the HTTP API names them (run_signature)."""
         raw, request = raw_run(values, request)
-        yield from self.runner.run(request, lambda: RaceView(self.ctx.run_params(*raw)))
+        yield from self.runner.run(request, lambda: RaceView(check_run(self.ctx.registry, raw, compared_policies(),
+                                                                       against_ours=True)))
 
 
 RaceTab.run.__signature__ = run_signature()  # so that the HTTP API names each input (`/run`'s dllm_cache_rho)

@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from app.controls.declared import BOUNDS, check_number
+from app.controls.declared import RUN_CONTROLS
 from app.race.trace import TRACE_FORMAT, TraceModel
 from core.events import StepEvent, Totals
 
@@ -84,12 +84,12 @@ class _Shape:
 
 
 def _settings(raw: object) -> dict:
-    s = _object(raw, "settings", ("prompt", "model", "policy", *BOUNDS, "compared_params"))
+    s = _object(raw, "settings", ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
     for name in ("prompt", "model", "policy"):
         _str(s[name], f"settings.{name}", MAX_TEXT)
-    for name in BOUNDS:  # the app's own bounds, as every run is checked
+    for name, control in RUN_CONTROLS.items():  # as every run's controls are checked
         try:
-            s[name] = check_number(name, s[name])
+            s[name] = control.check(s[name])
         except ValueError as e:
             raise ValueError(f"settings.{name}: {e}") from None
     compared = _object(s["compared_params"], "settings.compared_params", (), optional=True)

@@ -11,7 +11,6 @@ import weakref
 
 import gradio as gr
 
-from app.controls.declared import RunParams, parse_params
 from app.serving.registry import ModelRegistry
 from app.serving.sessions import RunBoard
 from app.serving.turn_queue import TurnQueue
@@ -41,17 +40,6 @@ class AppContext:
             warm_up(model)
             self._warm.add(model)
         return model, tokenizer
-
-    def run_params(self, prompt: object, model: object, policy: object, numbers: dict,
-                   compared: dict | None = None, policies: list[str] | None = None) -> RunParams:
-        """A run's raw inputs validated (bounds, relations) and its prompt checked against the model's
-        vocabulary, before any decoding: a ValueError with the visitor's message otherwise.
-        `compared`: the compared policies' controls, by control name; `policies`: what `policy` may be
-        (default: the Race's compared policies)."""
-        params = parse_params(prompt, model, policy, models=self.registry.labels, compared=compared,
-                              policies=policies, **numbers)
-        self.registry.check_prompt(params.model, params.prompt)
-        return params
 
     def cancel_previous(self, request: gr.Request = None) -> None:
         """Runs before a new Run is queued, so a run in flight stops even while the new one waits for a slot."""

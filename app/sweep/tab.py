@@ -15,16 +15,18 @@ from dataclasses import dataclass
 import gradio as gr
 import pandas as pd
 
-from app.controls.panel import bounded_slider, raw_slider, wire_run
+from app.controls.declared import DECODE_CONTROLS
+from app.controls.panel import bounded_slider, wire_run
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView
 from app.sweep.decode import (
+    DECODING,
     DEFAULT_KS,
-    DEFAULT_PROBLEMS,
     DEFAULT_TAUS,
     MAX_KS,
     MAX_PROBLEMS,
     MAX_TAUS,
+    PROBLEMS,
     TASKS,
     SweepParams,
     parse_point,
@@ -169,8 +171,9 @@ class SweepTab:
         if result is None:
             return tau, k, tau, k, message, gr.skip(), gr.skip()
         p = result.params
-        message += (f" The sweep decoded {p.task} with gen length {p.gen_len}, block length {p.block_len}, steps "
-                    f"{p.steps or 'one token each'}, threshold {p.threshold:g}.")
+        c = p.config
+        message += (f" The sweep decoded {p.task} with gen length {c.gen_len}, block length {c.block_len}, steps "
+                    f"{c.steps or 'one token each'}, threshold {c.threshold or 0:g}.")
         chosen = SweepResult(p, result.rows, (tau, k))
         return tau, k, tau, k, message, pareto_figure(result.rows, _metric(metric), chosen.selected), chosen
 
@@ -200,16 +203,14 @@ def build_sweep_tab(ctx: AppContext, load_into: list[gr.Slider]) -> None:
         with gr.Column(scale=2):
             model = gr.Dropdown(registry.labels, value=first.label, label="Model")
             task = gr.Radio(list(TASKS), value=next(iter(TASKS)), label="held-out task", elem_id="sweep-task")
-            problems = raw_slider(1, MAX_PROBLEMS, value=DEFAULT_PROBLEMS, step=1, label="held-out prompts",
-                                 elem_id="sweep-ctl-problems")
+            problems = bounded_slider(PROBLEMS, prefix="sweep-")
             with gr.Row():
                 run = gr.Button("Run sweep", variant="primary", elem_id="sweep-run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id="sweep-stop-btn")
     with gr.Accordion("Decoding", open=False):
         with gr.Row():
             defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
-            decoding = [bounded_slider(name, defaults.get(name), "sweep-") for name in
-                        ("gen_len", "block_len", "steps", "threshold")]
+            decoding = [bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING]
     status = gr.HTML(banner("Press Run sweep to start."), elem_id="sweep-banner")
     metric = gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric")
     plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
