@@ -39,8 +39,7 @@ def build_demo(
             with gr.Tab("Drift", id="drift"):
                 drift = build_drift_tab(ctx)
             with gr.Tab("Sweep", id="sweep"):  # a picked point loads into both tabs' tau and k
-                build_sweep_tab(ctx, [race.controls["tau"], race.controls["k"], drift.controls["tau"],
-                                      drift.controls["k"]])
+                build_sweep_tab(ctx, [race.inputs, drift.inputs])
     demo.queue(default_concurrency_limit=concurrency)
     return demo
 

@@ -35,7 +35,7 @@ from app.controls.panel import raw_slider
 from app.controls.run import MAX_PROMPT_CHARS, RawRun, check_run
 from app.race.decode import race, race_snapshots
 from app.race.render import RaceRenderer
-from app.race.tab import RaceTab
+from app.race.tab import RaceTab, build_race_tab
 from app.race.trace import TRACE_DIR, write_trace
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
@@ -72,6 +72,12 @@ def stream_race(model, tokenizer, params, *, throttle_s: float = DEFAULT_THROTTL
     renderer = RaceRenderer(model, tokenizer, params, trace_dir)
     for snap in race_snapshots(model, renderer.prompt_ids, params, throttle_s):
         yield renderer.update(snap)
+
+
+def race_tab(registry: ModelRegistry, board: RunBoard, throttle_s: float = 0) -> RaceTab:
+    """The Race tab as the app builds it."""
+    with gr.Blocks():
+        return build_race_tab(AppContext(registry, board, throttle_s=throttle_s))
 
 
 # ---- the race ---------------------------------------------------------------------------------------
@@ -359,7 +365,7 @@ UNREADABLE = [  # (prompt, the words the embedded model does not know)
 @pytest.mark.parametrize(("prompt", "words"), UNREADABLE)
 def test_a_prompt_the_model_cannot_read_is_refused_before_any_run(registry, prompt: str, words: str) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     with pytest.raises(gr.Error, match=re.escape(words)) as refused:
         next(h.run(prompt, *run_args()[1:], request=SimpleNamespace(session_hash="me")))
     assert registry.choice(EMBEDDED_LABEL).trained_on in refused.value.message and len(board) == 0
@@ -483,20 +489,20 @@ def run_args(**overrides) -> list:
 
 def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registry) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
     long = dict(gen_len=256, block_len=32)
     first = h.run(*run_args(**long), request=me)
     theirs = h.run(*run_args(**long), request=other)
     for _ in range(3):
         next(first)
-    assert "Waiting for the model" in next(theirs)[0]  # told once; asked again it would wait its turn
+    assert "Waiting for the model" in next(theirs)[h.panels.status]  # told once; asked again it would wait its turn
     second = h.run(*run_args(**long), request=me)
     next(second)  # starting it cancels `first` before its next step
     assert list(first) == []
     assert "Stopped." in h.ctx.stop(me)
     rest = list(second)  # no further step; one last banner, so no late update hides the stop
-    assert len(rest) == 1 and "Stopped." in rest[0][0]
+    assert len(rest) == 1 and "Stopped." in rest[0][h.panels.status]
     assert next(theirs)  # another session's run goes on
     theirs.close()
     assert len(board) == 0
@@ -504,7 +510,7 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
 
 def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_successors_flag(registry) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
     first = h.run(*run_args(**long), request=me)
@@ -529,7 +535,7 @@ OUT_OF_RANGE = [
 def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict, message: str) -> None:
     """What an API client gets past Gradio's slider bounds still meets the handler's own checks."""
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     with pytest.raises(gr.Error, match=message):
         next(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
     assert len(board) == 0  # refused before any run was registered
@@ -538,18 +544,18 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
 def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry) -> None:
     # spaces.GPU pickles the arguments into a forked worker: the race there polls only a copy of the flag
     board = RunBoard()
-    h = RaceTab(AppContext(gpu_registry, board, throttle_s=60))
+    h = race_tab(gpu_registry, board, throttle_s=60)
     sent = fake_zero_gpu(h.runner)
     me = SimpleNamespace(session_hash="z")
     c = controls()
     out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in RUN_CONTROLS), request=me))
-    assert "finished" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
+    assert "finished" in out[-1][h.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
     c = controls(gen_len=256, block_len=32)
     run = h.run(PROMPT, "gpu", "none", *(c[name] for name in RUN_CONTROLS), request=me)
     next(run), next(run)  # "Starting...", then the first step
     h.ctx.stop(me)  # sets the server's flag, not the copy the race polls
     rest = list(run)
-    assert len(rest) == 1 and "Stopped." in rest[0][0]
+    assert len(rest) == 1 and "Stopped." in rest[0][h.panels.status]
     assert not any(os.path.exists(args[1].path) for args in sent) and len(board) == 0
 
 
@@ -600,7 +606,7 @@ def test_a_stop_flag_survives_pickling_and_a_forked_worker_sees_the_servers_stop
 
 def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(registry) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     flags = []
     begin = board.begin
 
@@ -612,7 +618,7 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
     board.begin = recording_begin
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
-    assert "finished" in list(h.run(*run_args(), request=me))[-1][0]
+    assert "finished" in list(h.run(*run_args(), request=me))[-1][h.panels.status]
     stopped = h.run(*run_args(**long), request=me)
     next(stopped), next(stopped)
     h.ctx.stop(me)

@@ -22,7 +22,7 @@ from app.controls.run import RawRun, check_run
 from app.drift.decode import DriftSnapshot, drift_snapshots
 from app.drift.plots import drift_matrix
 from app.drift.render import DriftRenderer
-from app.drift.tab import NO_RUN, DriftRun, DriftTab
+from app.drift.tab import NO_RUN, DriftRun, DriftTab, build_drift_tab
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
@@ -72,7 +72,9 @@ def stream_drift(model, tokenizer, run, *, throttle_s: float = 0):
 
 
 def drift_tab(registry, throttle_s: float = 0) -> DriftTab:
-    return DriftTab(AppContext(registry, RunBoard(), throttle_s=throttle_s))
+    """The Drift tab as the app builds it."""
+    with gr.Blocks():
+        return build_drift_tab(AppContext(registry, RunBoard(), throttle_s=throttle_s))
 
 
 def same(a: float, b: float) -> bool:
@@ -129,8 +131,10 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     d = drift_tab(registry)
     me = SimpleNamespace(session_hash="me")
     out = list(d.run(*drift_args(), request=me))
-    assert all(len(o) == 9 for o in out) and len(d.ctx.board) == 0
-    banner, text, scatter, heatmap, volatility, final, run, slider, explanation = out[-1]
+    assert all(set(o) <= set(d.panels.outputs()) for o in out) and len(d.ctx.board) == 0
+    assert all(set(o) == set(d.panels.outputs()) for o in (out[0], out[-1]))  # the start and the end: all of them
+    banner, text, scatter, heatmap, volatility, final, run, slider, explanation = (out[-1][c] for c in
+                                                                                   d.panels.outputs())
     assert "Done" in banner and final and isinstance(run, DriftRun) and len(run.events) == 32
     assert all(isinstance(f, go.Figure) for f in (scatter, heatmap, volatility))
     assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
@@ -168,7 +172,7 @@ def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message:
 def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(registry) -> None:
     d = drift_tab(registry)
     out = list(d.run(*drift_args(policy="dllm-cache", dllm_cache_rho=0.5), request=SimpleNamespace(session_hash="me")))
-    banner, _, scatter, _, _, _, run, _, _ = out[-1]
+    banner, _, scatter, _, _, _, run, _, _ = (out[-1][c] for c in d.panels.outputs())
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = list(decode(model, chat_prompt_ids(tokenizer, PROMPT), make_policy("dllm-cache", rho=0.5),
                          DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
@@ -203,7 +207,7 @@ def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
         next(run)
     assert "Stopped." in d.ctx.stop(me)
     rest = list(run)
-    assert "Stopped." in rest[-1][0] and len(d.ctx.board) == 0
+    assert "Stopped." in rest[-1][d.panels.status] and len(d.ctx.board) == 0
 
 
 def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(gpu_registry) -> None:
@@ -211,12 +215,12 @@ def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(g
     sent = fake_zero_gpu(d.runner)
     me = SimpleNamespace(session_hash="g")
     out = list(d.run(*drift_args(model="gpu"), request=me))
-    assert "Done" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
+    assert "Done" in out[-1][d.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
     run = d.run(*drift_args(model="gpu", gen_len=256, block_len=32), request=me)
     next(run), next(run)  # "Starting...", then the first step
     d.ctx.stop(me)  # sets the server's flag, not the copy the decode polls
     rest = list(run)
-    assert len(rest) == 1 and "Stopped." in rest[0][0] and len(d.ctx.board) == 0
+    assert len(rest) == 1 and "Stopped." in rest[0][d.panels.status] and len(d.ctx.board) == 0
 
 
 # ---- explain_step -----------------------------------------------------------------------------------

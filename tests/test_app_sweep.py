@@ -16,12 +16,13 @@ import pytest
 from conftest import fake_zero_gpu, save_word_problems_model
 
 from app.controls.declared import RUN_CONTROLS
+from app.controls.panel import build_inputs
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
-from app.sweep.decode import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep, sweep_snapshots
+from app.sweep.decode import MAX_PROBLEMS, SweepParams, parse_list, parse_sweep
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
-from app.sweep.tab import SweepResult, SweepTab
+from app.sweep.tab import SweepResult, SweepTab, build_sweep_tab
 from app.widgets.banner import STOPPED
 from core.bench import Progress, sweep
 from core.decoder import DecodeConfig
@@ -38,7 +39,11 @@ def sweep_args(**overrides) -> dict:
 
 
 def sweep_tab(registry) -> SweepTab:
-    return SweepTab(AppContext(registry, RunBoard(), throttle_s=0))
+    """The Sweep tab as the app builds it, loading picked points into two input panels (the Race's and
+    the Drift tab's)."""
+    with gr.Blocks():
+        targets = [build_inputs(registry), build_inputs(registry, prefix="drift-")]
+        return build_sweep_tab(AppContext(registry, RunBoard(), throttle_s=0), targets)
 
 
 def exact(rows: list[dict]) -> list[dict]:
@@ -146,36 +151,38 @@ def test_progress_bar_shows_decodes_and_problems() -> None:
 def test_streamed_sweep_ends_on_the_rows_core_bench_gives_for_the_same_settings(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     params = parse_sweep(**sweep_args(), models=registry.labels)
-    snaps = list(sweep_snapshots(model, tokenizer, params))
+    snaps = list(params.snapshots(model, tokenizer))
     assert [s.decodes for s in snaps] == list(range(1, 10)) and snaps[-1].total == 9  # (1 warm-up + 2) x 3
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], params.config)
     assert exact(snaps[-1].rows) == exact(direct)
     polls = iter([False, True])
-    stopped = list(sweep_snapshots(model, tokenizer, params, should_stop=lambda: next(polls)))
+    stopped = list(params.snapshots(model, tokenizer, should_stop=lambda: next(polls)))
     assert [s.decodes for s in stopped] == [1, 2]
 
 
 def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(registry) -> None:
     s = sweep_tab(registry)
     out = list(s.run(**sweep_args(), metric="accuracy", request=SimpleNamespace(session_hash="me")))
-    assert all(len(o) == 4 for o in out) and len(s.ctx.board) == 0
-    assert sum("<progress" in o[0] for o in out) == 9
-    assert out[-1][1:] == out[-2][1:]  # the final banner comes with the whole result again
-    banner, fig, table, result = out[-1]
+    status = s.panels.status
+    assert all(set(o) <= set(s.panels.outputs()) for o in out) and len(s.ctx.board) == 0
+    assert sum("<progress" in o[status] for o in out) == 9
+    assert out[-1] | {status: ""} == out[-2] | {status: ""}  # the final banner comes with the whole result again
+    banner, fig, table, result = (out[-1][c] for c in s.panels.outputs())
     assert isinstance(fig, go.Figure) and isinstance(result, SweepResult)
     assert isinstance(table, pd.DataFrame) and list(table.columns) == TABLE_HEADERS
     assert list(table["policy"]) == ["none", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
-    assert "Sweep done: 2 problems" in out[-1][0]
+    assert "Sweep done: 2 problems" in banner
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], result.params.config)
     assert exact(result.rows) == exact(direct)
 
-    tau, k, tau2, k2, message, fig2, chosen = s.pick_point(json.dumps([3.0, 2, 123]), "accuracy", result)
+    picked = s.pick_point(json.dumps([3.0, 2, 123]), "accuracy", result)
+    tau, k, tau2, k2, message, fig2, chosen = (picked[c] for c in s.picked_outputs())
     assert (tau, k, tau2, k2) == (3.0, 2, 3.0, 2) and "tau 3, k 2" in message and chosen.selected == (3.0, 2)
     assert fig2.data[-1].name == "loaded"
     picked = s.pick_row("agreement", result, SimpleNamespace(index=[1, 0]))
-    assert picked[:4] == (0.5, 2, 0.5, 2)
-    assert "exact decoder" in s.pick_row("accuracy", result, SimpleNamespace(index=[0, 3]))[4]
+    assert [picked[c] for c in s.picked_outputs()[:4]] == [0.5, 2, 0.5, 2]
+    assert "exact decoder" in s.pick_row("accuracy", result, SimpleNamespace(index=[0, 3]))[s.panels.loaded]
     assert s.redraw("agreement", result).layout.yaxis.title.text.startswith("agreement")
     with pytest.raises(gr.Error, match="Unknown y axis 'speed'"):
         s.pick_point("[0.5, 2, 1]", "speed", result)
@@ -200,7 +207,7 @@ def test_the_handler_refuses_bad_inputs_and_a_stop_ends_the_sweep(registry) -> N
         next(run)
     assert "Stopped." in s.ctx.stop(me)
     rest = list(run)
-    assert rest[-1][0] == STOPPED and len(rest) <= 2 and len(s.ctx.board) == 0
+    assert rest[-1][s.panels.status] == STOPPED and len(rest) <= 2 and len(s.ctx.board) == 0
 
 
 def test_on_a_gpu_the_sweep_runs_in_the_gpu_function_with_pickled_arguments(gpu_registry) -> None:
@@ -208,6 +215,6 @@ def test_on_a_gpu_the_sweep_runs_in_the_gpu_function_with_pickled_arguments(gpu_
     sent = fake_zero_gpu(s.runner)
     out = list(s.run(**sweep_args(model="gpu", problems=1), metric="accuracy",
                      request=SimpleNamespace(session_hash="g")))
-    assert "Sweep done: 1 problem" in out[-1][0] and len(sent) == 1
+    assert "Sweep done: 1 problem" in out[-1][s.panels.status] and len(sent) == 1
     label, flag, params = sent[0]
     assert label == "gpu" and isinstance(params, SweepParams) and params.model == "gpu" and isinstance(flag, StopFlag)

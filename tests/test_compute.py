@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView
 from app.serving.turn_queue import TurnQueue, in_turns, waiting_text
-from app.widgets.banner import STOPPED
 
 
 class FakeClock:
@@ -71,18 +70,30 @@ def test_waiting_text_names_the_place_and_the_estimate() -> None:
     assert "2 runs ahead of yours, about 7 s." in waiting_text(2, 6.6)
 
 
+STATUS = "status"  # stands for a tab's banner component: the runner takes any key
+
+
+class Job:
+    def __init__(self, decode) -> None:
+        self.decode = decode
+
+    def snapshots(self, model, tokenizer, should_stop):
+        return self.decode(model, tokenizer, should_stop)
+
+
 class View(TabView):
-    n_outputs = 2
-    label = "m"
+    def __init__(self, decode) -> None:
+        super().__init__("m", STATUS)
+        self.job = Job(decode)
 
     def start(self, model, tokenizer):
-        return ("start", None), ()
+        return {STATUS: "start"}, self.job
 
     def show(self, snapshot):
-        return ("show", snapshot)
+        return {STATUS: "show", "snapshot": snapshot}
 
     def message(self, text):
-        return (text, None)
+        return {STATUS: text}
 
 
 class Registry:
@@ -112,11 +123,11 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
                 intervals.append((start, time.perf_counter()))
             yield i
 
-    runner = TabRunner(ctx, decode)
+    runner = TabRunner(ctx)
     outputs = {}
 
     def visit(name: str) -> None:
-        outputs[name] = list(runner.run(SimpleNamespace(session_hash=name), View))
+        outputs[name] = list(runner.run(SimpleNamespace(session_hash=name), lambda: View(decode)))
 
     first = threading.Thread(target=visit, args=("a",))
     first.start()
@@ -125,9 +136,9 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
     first.join()
     intervals.sort()
     assert len(intervals) == 10 and all(end <= nxt for (_, end), (nxt, _) in zip(intervals, intervals[1:]))
-    waiting = [o for o in outputs["b"] if o[0].startswith("Waiting")]
-    assert waiting == [outputs["b"][0]] and waiting[0][0].startswith("Waiting for the model: 1 run ahead of yours")
-    assert [o for o in outputs["a"] if o[0] == "show"] == [("show", i) for i in range(5)]
+    waiting = [o for o in outputs["b"] if o[STATUS].startswith("Waiting")]
+    assert waiting == [outputs["b"][0]] and waiting[0][STATUS].startswith("Waiting for the model: 1 run ahead of yours")
+    assert [o for o in outputs["a"] if o[STATUS] == "show"] == [{STATUS: "show", "snapshot": i} for i in range(5)]
     assert len(ctx.turn_queue("cpu")) == 0
 
 
@@ -135,12 +146,12 @@ def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
     ctx = AppContext(Registry())
     queue = ctx.turn_queue("cpu")
     holder = queue.join()
-    runner = TabRunner(ctx, lambda *a, should_stop: iter([1]))
+    runner = TabRunner(ctx)
     me = SimpleNamespace(session_hash="me")
-    run = runner.run(me, View)
-    assert next(run)[0].startswith("Waiting for the model")
+    run = runner.run(me, lambda: View(lambda *a: iter([1])))
+    assert next(run)[STATUS].startswith("Waiting for the model")
     ctx.stop(me)
-    assert list(run)[-1][0] == STOPPED
+    assert list(run)[-1] == {STATUS: "Stopped."}
     assert len(queue) == 1 and queue.wait(holder, 0)
 
 
@@ -159,9 +170,10 @@ def test_a_run_with_a_turn_per_snapshot_lets_a_race_in_between() -> None:
         order.append("race")
         yield 0
 
-    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, sweep, turn_per_snapshot=True).run(None, View)))
+    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, turn_per_snapshot=True).run(None,
+                                                                                                lambda: View(sweep))))
     long_run.start()
     time.sleep(0.05)
-    list(TabRunner(ctx, race).run(None, View))
+    list(TabRunner(ctx).run(None, lambda: View(race)))
     long_run.join()
     assert order.index("race") < order.index("sweep 5") and len(order) == 7

@@ -1,8 +1,8 @@
-"""The Drift tab: a diagnostic EntropyCache decode (core's Probe hook) streamed into three figures, and
-an Explain panel that describes any step of the finished decode in plain language.
+"""The Drift tab: a diagnostic decode of the picked policy (core's Probe hook) streamed into three
+figures, and an Explain panel that describes any step of the finished decode in plain language.
 
-The handler validates as the Race tab's does (app/controls/declared.py, and whether the model can read the
-prompt) and runs through the tab runner (app/serving/runner.py): one run per browser session across tabs.
+The handler checks its input as the Race tab's does (app/controls/run.py) and runs through the tab
+runner (app/serving/runner.py): one run per browser session across tabs.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gradio as gr
+from gradio.blocks import Block
 
 from app.controls.declared import probed_policies
 from app.controls.panel import Inputs, build_inputs, raw_run, raw_slider, run_signature, wire_inputs
 from app.controls.run import Run, check_run
-from app.drift.decode import drift_snapshots
+from app.drift.decode import DriftJob
 from app.drift.render import DriftRenderer, DriftUpdate
 from app.serving.context import AppContext
-from app.serving.runner import TabRunner, TabView
+from app.serving.runner import Outputs, TabRunner, TabView
 from app.widgets.banner import banner
 from app.widgets.explain import explain_step
 
@@ -44,78 +45,97 @@ class DriftRun:
         return explain_step(self.events[i], after, tokenizer)
 
 
+@dataclass(frozen=True)
+class DriftPanels:
+    status: gr.HTML
+    text: gr.HTML
+    scatter: gr.Plot
+    heatmap: gr.Plot
+    volatility: gr.Plot
+    final: gr.Textbox
+    record: gr.State  # the session's last finished decode (a DriftRun), for the Explain panel
+    step: gr.Slider  # the step explained
+    explanation: gr.Markdown
+
+    def outputs(self) -> list[Block]:
+        """What a diagnostic decode updates, in the HTTP API's order (`/drift`; the state stays server-side)."""
+        return [self.status, self.text, self.scatter, self.heatmap, self.volatility, self.final, self.record,
+                self.step, self.explanation]
+
+    def show(self, update: DriftUpdate) -> Outputs:
+        return {self.status: update.banner_html, self.text: update.text_html, self.scatter: update.scatter_fig,
+                self.heatmap: update.heatmap_fig, self.volatility: update.volatility_fig}
+
+    def cleared(self) -> Outputs:
+        """A new decode: the previous one's results and explanation go."""
+        return {self.final: "", self.record: None, self.explanation: NO_RUN,
+                self.step: gr.Slider(minimum=0, maximum=1, value=0, interactive=False)}
+
+    def finished(self, update: DriftUpdate, record: DriftRun, tokenizer) -> Outputs:
+        """The final text, and the Explain panel on the last step."""
+        last = len(record.events) - 1
+        return {self.final: update.final_text, self.record: record, self.explanation: record.explain(last, tokenizer),
+                self.step: gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True)}
+
+
 class DriftView(TabView):
-    """One diagnostic decode as the tab's outputs (drift_outputs)."""
+    """One diagnostic decode in the tab's panels."""
 
-    n_outputs = 9
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.label = run.model
+    def __init__(self, run: Run, panels: DriftPanels, throttle_s: float) -> None:
+        super().__init__(run.model, panels.status)
+        self.run, self.panels, self.throttle_s = run, panels, throttle_s
         self.renderer: DriftRenderer | None = None
         self.tokenizer = None
 
-    def start(self, model, tokenizer) -> tuple[tuple, tuple]:
+    def start(self, model, tokenizer) -> tuple[Outputs, DriftJob]:
         self.renderer = DriftRenderer(model, tokenizer, self.run)
         self.tokenizer = tokenizer
-        return drift_outputs(self.renderer.empty("Starting..."), start=True), (self.run, self.renderer.prompt_ids)
+        first = self.panels.show(self.renderer.empty("Starting...")) | self.panels.cleared()
+        return first, DriftJob(self.run, self.renderer.prompt_ids, self.throttle_s)
 
-    def show(self, snapshot) -> tuple:
+    def show(self, snapshot) -> Outputs:
         update = self.renderer.update(snapshot)
-        record = DriftRun(self.run.model, update.events) if update.final_text is not None else None
-        return drift_outputs(update, record, self.tokenizer)
+        if update.final_text is None:
+            return self.panels.show(update)
+        record = DriftRun(self.run.model, update.events)
+        return self.panels.show(update) | self.panels.finished(update, record, self.tokenizer)
 
 
 class DriftTab:
-    def __init__(self, ctx: AppContext) -> None:
-        self.ctx = ctx
-        self.runner = TabRunner(ctx, self.decode)
+    def __init__(self, ctx: AppContext, inputs: Inputs, panels: DriftPanels) -> None:
+        self.ctx, self.inputs, self.panels = ctx, inputs, panels
+        self.runner = TabRunner(ctx)
 
-    def decode(self, model, tokenizer, run: Run, prompt_ids: list[int], should_stop) -> Iterator:
-        return drift_snapshots(model, prompt_ids, run, self.ctx.throttle_s, should_stop)
-
-    def run(self, *values: object, request: gr.Request = None) -> Iterator[tuple]:
-        """Validate, then stream the diagnostic decode: one output tuple per throttled update.
+    def run(self, *values: object, request: gr.Request = None) -> Iterator[Outputs]:
+        """Check, then stream the diagnostic decode: the panels after each throttled update.
 
         `values`: RUN_INPUTS (the policy is the probed one); the HTTP API names them (run_signature)."""
         raw, request = raw_run(values, request)
-        yield from self.runner.run(request, lambda: DriftView(check_run(self.ctx.registry, raw, probed_policies(),
-                                                                        against_ours=False)))
 
-    def explain(self, step: float, run: DriftRun | None) -> str:
+        def view() -> DriftView:
+            run = check_run(self.ctx.registry, raw, probed_policies(), against_ours=False)
+            return DriftView(run, self.panels, self.ctx.throttle_s)
+
+        yield from self.runner.run(request, view)
+
+    def explain(self, step: float, record: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""
-        if run is None or not run.events:
+        if record is None or not record.events:
             return NO_RUN
         if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
             raise gr.Error(f"The step must be a whole number, got {step!r}.", print_exception=False)
-        if not 0 <= step < len(run.events):
-            raise gr.Error(f"The step must be between 0 and {len(run.events) - 1}, got {step:g}.",
+        if not 0 <= step < len(record.events):
+            raise gr.Error(f"The step must be between 0 and {len(record.events) - 1}, got {step:g}.",
                            print_exception=False)
-        _, tokenizer = self.ctx.registry.get(run.model)
-        return run.explain(int(step), tokenizer)
+        _, tokenizer = self.ctx.registry.get(record.model)
+        return record.explain(int(step), tokenizer)
 
 
 DriftTab.run.__signature__ = run_signature()  # so that the HTTP API names each input
 
 
-def drift_outputs(update: DriftUpdate, run: DriftRun | None = None, tokenizer=None, start: bool = False) -> tuple:
-    """banner, text, scatter, heatmap, volatility, final text, run state, step slider, explanation."""
-    head = (update.banner_html, update.text_html, update.scatter_fig, update.heatmap_fig, update.volatility_fig)
-    if start:  # a new decode: the previous one's results and explanation go
-        return (*head, "", None, gr.Slider(minimum=0, maximum=1, value=0, interactive=False), NO_RUN)
-    if run is None:
-        return (*head, gr.skip(), gr.skip(), gr.skip(), gr.skip())
-    last = len(run.events) - 1
-    return (*head, update.final_text, run, gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True),
-            run.explain(last, tokenizer))
-
-
-def build_drift_tab(ctx: AppContext) -> Inputs:
-    """The tab's layout and events (call inside a gr.Tab); returns its input panel."""
-    tab = DriftTab(ctx)
-    gr.Markdown(INTRO)
-    ins = build_inputs(ctx.registry, prefix="drift-", policies=probed_policies(), policy_label="Policy probed",
-                       run_label="Run diagnostics")
+def build_drift_panels() -> DriftPanels:
+    """The banner, the response, the three figures, the final text and the Explain panel."""
     status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
     text = gr.HTML(elem_id="drift-text")
     with gr.Row(equal_height=False):
@@ -127,9 +147,18 @@ def build_drift_tab(ctx: AppContext) -> Inputs:
     # Raw: a step out of range gets the handler's message, which names the step's range.
     step = raw_slider(0, 1, value=0, step=1, label="step", interactive=False, elem_id="drift-step")
     explanation = gr.Markdown(NO_RUN, elem_id="drift-explain")
-    state = gr.State(None)
-    outs = [status, text, scatter, heatmap, volatility, final, state, step, explanation]
-    wire_inputs(ins, ctx, tab.run, outs, "drift", status)
+    return DriftPanels(status, text, scatter, heatmap, volatility, final, gr.State(None), step, explanation)
+
+
+def build_drift_tab(ctx: AppContext) -> DriftTab:
+    """The tab's layout and events (call inside a gr.Tab)."""
+    gr.Markdown(INTRO)
+    inputs = build_inputs(ctx.registry, prefix="drift-", policies=probed_policies(), policy_label="Policy probed",
+                          run_label="Run diagnostics")
+    panels = build_drift_panels()
+    tab = DriftTab(ctx, inputs, panels)
+    wire_inputs(inputs, ctx, tab.run, panels.outputs(), "drift", panels.status)
     # change, not release: typing a step into the slider's box counts too. Cheap, so not queued behind decodes.
-    step.change(tab.explain, [step, state], explanation, queue=False, api_visibility="private")
-    return ins
+    panels.step.change(tab.explain, [panels.step, panels.record], panels.explanation, queue=False,
+                       api_visibility="private")
+    return tab

@@ -111,3 +111,15 @@ def race_snapshots(
     """
     decoders = [decode(model, prompt_ids, policy, run.config) for policy in run.policies]
     yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop)
+
+
+@dataclass(frozen=True)
+class RaceJob:
+    """A race as its device runs it (the tab runner's Job): plain data, pickled into ZeroGPU's worker."""
+
+    run: Run
+    prompt_ids: list[int]
+    throttle_s: float = DEFAULT_THROTTLE_S
+
+    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator[Snapshot]:
+        return race_snapshots(model, self.prompt_ids, self.run, self.throttle_s, should_stop)

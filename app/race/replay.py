@@ -109,7 +109,8 @@ class Replay:
             due = shown
             while due < len(self.frames) and origin + self.wall_s(due + 1, pace) <= now:
                 due += 1
-            if due > shown and (last is None or now - last >= throttle_s):
+            # `last + throttle_s`, as `wake` below: waking at `wake` is late enough even in rounded arithmetic
+            if due > shown and (last is None or now >= last + throttle_s):
                 shown, last = due, now
                 yield shown
                 continue

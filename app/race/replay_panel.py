@@ -1,8 +1,9 @@
 """The Race tab's teaching mode: replay the last race (or a downloaded trace) slowed down, pause, step
 and scrub it, with a story per lane of what the step on screen did.
 
-The replay draws into the race's own panels (banner, speed, text, entropy trace, rows), whose plots
-then mark the step on screen; nothing is decoded again (app/race/replay.py). Every handler checks what it
+The replay draws into the race's own panels (app/race/panels.py: banner, speed, text, entropy trace,
+rows, and the story beside each lane's text), whose plots then mark the step on screen; nothing is
+decoded again (app/race/replay.py). Every handler checks what it
 is sent: the frame and the pace are bounded here too, and a trace file is read strictly
 (app/race/trace_reader.py). The file comes from Gradio (an upload, or the trace the race wrote), never
 from a path a visitor typed.
@@ -12,15 +13,19 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
+from gradio.blocks import Block
 
 from app.race.decode import Snapshot
+from app.race.panels import RacePanels
 from app.race.render import Renderer
 from app.race.replay import DEFAULT_PACE, PACES, Replay
 from app.race.speed import speedup
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.serving.runner import Outputs
 from app.widgets.banner import banner
 from app.widgets.explain import explain_step
 from app.widgets.throttle import DEFAULT_THROTTLE_S
@@ -106,36 +111,48 @@ def story(replay: Replay, lane: int, shown: int, renderer: Renderer) -> str:
     return explain_step(events[shown - 1], after, renderer.layout.text)
 
 
+@dataclass(frozen=True)
 class ReplayPanel:
-    """The handlers; outputs of a frame: banner, per lane (speed, text, entropy, rows), 2 stories, the
-    frame slider and the frame number."""
+    """The replay's handlers, drawing into the race's panels and the replay's own frame controls."""
 
-    def frame(self, replay: Replay, n: int, state: str, renderer: Renderer | None = None) -> tuple:
+    race: RacePanels
+    replay: gr.State  # the session's Replay
+    slider: gr.Slider  # the frame on screen, to drag
+    frame: gr.Number  # the frame on screen, as the handlers read it
+
+    def outputs(self) -> list[Block]:
+        """What a frame updates, in the HTTP API's order: the race's banner and lanes, each lane's story,
+        the frame slider and the frame number."""
+        lanes = self.race.lanes
+        return [self.race.status, *(c for lane in lanes for c in lane.drawn()), *(lane.story for lane in lanes),
+                self.slider, self.frame]
+
+    def show_frame(self, replay: Replay, n: int, state: str, renderer: Renderer | None = None) -> Outputs:
         renderer = renderer or Renderer(replay.layout(), cursor=True)
         snap = replay.snapshot(n)
         clock = max(lane.clock for lane in snap.lanes)
-        update = renderer.update(snap)
-        lanes = [x for v in update.lanes for x in (v.speed_html, v.text_html, v.entropy_fig, v.rows_fig)]
-        stories = [story(replay, i, shown, renderer) for i, shown in enumerate(replay.counts(n))]
         message = f"Replay {state}: frame {n} of {len(replay)}, compute clock {clock:.3f} s."
-        return (replay_banner(snap, message), *lanes, *stories, gr.Slider(maximum=len(replay), value=n), n)
+        out = self.race.show(renderer.update(snap)) | {self.race.status: replay_banner(snap, message)}
+        for lane, (panels, shown) in enumerate(zip(self.race.lanes, replay.counts(n))):
+            out[panels.story] = story(replay, lane, shown, renderer)
+        return out | {self.slider: gr.Slider(maximum=len(replay), value=n), self.frame: n}
 
-    def load(self, path: str | None) -> tuple:
+    def load(self, path: str | None) -> Outputs:
         try:
             replay = load_trace_file(path)
         except ValueError as e:
             raise gr.Error(str(e), print_exception=False) from None
-        return (replay, *self.frame(replay, 0, "loaded"))
+        return {self.replay: replay} | self.show_frame(replay, 0, "loaded")
 
-    def show(self, replay: Replay | None, frame: object) -> tuple:
+    def show(self, replay: Replay | None, frame: object) -> Outputs:
         replay, n = _checked(replay, frame)
-        return self.frame(replay, n, "paused")
+        return self.show_frame(replay, n, "paused")
 
-    def step(self, replay: Replay | None, frame: object, delta: int) -> tuple:
+    def step(self, replay: Replay | None, frame: object, delta: int) -> Outputs:
         replay, n = _checked(replay, frame)
-        return self.frame(replay, replay.clamp(n + delta), "paused")
+        return self.show_frame(replay, replay.clamp(n + delta), "paused")
 
-    def play(self, replay: Replay | None, frame: object, pace: object) -> Iterator[tuple]:
+    def play(self, replay: Replay | None, frame: object, pace: object) -> Iterator[Outputs]:
         replay, n = _checked(replay, frame)
         try:
             pace = check_pace(pace)
@@ -143,10 +160,10 @@ class ReplayPanel:
             raise gr.Error(str(e), print_exception=False) from None
         start = 0 if n == len(replay) else n  # at the end, Play starts over
         renderer = Renderer(replay.layout(), cursor=True)  # one per playback: unchanged lanes are not redrawn
-        yield self.frame(replay, start, f"playing at {pace}", renderer)
+        yield self.show_frame(replay, start, f"playing at {pace}", renderer)
         for shown in replay.play(start, pace, DEFAULT_THROTTLE_S):
             state = "finished" if shown == len(replay) else f"playing at {pace}"
-            yield self.frame(replay, shown, state, renderer)
+            yield self.show_frame(replay, shown, state, renderer)
 
 
 def _checked(replay: Replay | None, frame: object) -> tuple[Replay, int]:
@@ -156,12 +173,10 @@ def _checked(replay: Replay | None, frame: object) -> tuple[Replay, int]:
         raise gr.Error(str(e), print_exception=False) from None
 
 
-def build_replay_panel(status: gr.HTML, panels: list, stories: list, trace_file: gr.File,
-                       run_button: gr.Button) -> None:
-    """The panel's controls and events. A replay draws into the race's `status` banner and its 2 x 4 lane
-    `panels`, and each lane's story into `stories` (beside its text; a Run clears them); `trace_file` is
-    the race's trace download."""
-    panel = ReplayPanel()
+def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:
+    """The replay's controls and events, under the race (call inside the Race tab). A replay draws into
+    the race's panels and each lane's story beside its text, which a Run clears; `race.trace` is the
+    race's trace download, what "Replay this race" loads."""
     replay = gr.State(None, time_to_live=3600)  # per session, one replay, gone an hour after last use
     with gr.Column(elem_id="replay-panel"):
         gr.Markdown(HELP)
@@ -183,14 +198,18 @@ def build_replay_panel(status: gr.HTML, panels: list, stories: list, trace_file:
             # slider's own bounds change per replay, and Gradio checks an updated slider with its own words.)
             frame = gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
                               elem_id="replay-frame")
-    outputs = [status, *panels, *stories, slider, frame]
+    panel = ReplayPanel(race, replay, slider, frame)
+    outputs = panel.outputs()
     played = play.click(panel.play, [replay, frame, pace], outputs, concurrency_id="replay",
                         concurrency_limit=REPLAY_CONCURRENCY, api_name="replay_play")
     stops = [played]
-    replay_race.click(panel.load, trace_file, [replay, *outputs], cancels=stops, api_name="replay_race")
+    replay_race.click(panel.load, race.trace, [replay, *outputs], cancels=stops, api_name="replay_race")
     upload.upload(panel.load, upload, [replay, *outputs], cancels=stops, api_name="replay_load")
     gr.on([pause.click, frame.submit], panel.show, [replay, frame], outputs, cancels=stops, api_name="replay_show")
     slider.release(panel.show, [replay, slider], outputs, cancels=stops, api_visibility="private")
     prev.click(lambda r, f: panel.step(r, f, -1), [replay, frame], outputs, cancels=stops, api_visibility="private")
     nxt.click(lambda r, f: panel.step(r, f, 1), [replay, frame], outputs, cancels=stops, api_visibility="private")
-    run_button.click(lambda: ("", ""), None, stories, queue=False, cancels=stops, api_visibility="private")
+    stories = [lane.story for lane in race.lanes]
+    run_button.click(lambda: dict.fromkeys(stories, ""), None, stories, queue=False, cancels=stops,
+                     api_visibility="private")
+    return panel

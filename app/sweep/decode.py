@@ -47,6 +47,14 @@ class SweepParams:
         task, shots = TASKS[self.task]
         return held_out(task, self.problems, shots=shots)
 
+    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
+        """The sweep's progress after each decode (plain data: core.bench.Progress), as the tab runner's
+        Job. Stops between two decodes once should_stop() is true."""
+        for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), self.config):
+            yield progress
+            if should_stop():
+                return
+
 
 def parse_list(text: object, control: Control, most: int) -> tuple:
     """'0.1, 0.5 1' -> (0.1, 0.5, 1.0): distinct values of `control`, each checked as one sent alone,
@@ -103,15 +111,3 @@ def parse_point(value: object) -> tuple[float, int]:
         raise ValueError(f"A picked point must be [tau, k], with tau {tau.param.expected(ui=True)} and k "
                          f"{k.param.expected(ui=True)}; got {shown}.")
     return tau.check(data[0]), k.check(data[1])
-
-
-def sweep_snapshots(
-    model, tokenizer, params: SweepParams, should_stop: Callable[[], bool] = lambda: False
-) -> Iterator[Progress]:
-    """The sweep's progress after each decode (plain data: core.bench.Progress). Stops between two
-    decodes once should_stop() is true."""
-    for progress in sweep_progress(model, tokenizer, params.items(), list(params.taus), list(params.ks),
-                                   params.config):
-        yield progress
-        if should_stop():
-            return
