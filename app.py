@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     registry.preload(None if is_zero_gpu() else registry.labels[:1])
     demo = build_demo(registry, concurrency=args.concurrency)
     url = launch(demo, args.host, args.port, args.share)
-    # What exists now lives as long as the server: frozen out of the garbage collector, a full
-    # collection (after every run, app/serving/gpu.py free_memory, or an automatic one) walks only what runs
-    # created. Measured: 170 ms a collection before, ~0 after; that time held the interpreter lock
-    # inside a race's turn, on its clock's steps or before the next visitor's.
+    # What exists now lives as long as the server: frozen out of the garbage collector, so that a full
+    # collection (after every run, app/serving/gpu.py free_memory, or an automatic one) walks only what
+    # runs created. Walking the startup objects too holds the interpreter lock long enough to land inside
+    # a race's turn, on its clock's steps or before the next visitor's.
     gc.freeze()
     print(f"EntropyCache demo running at {url}", flush=True)
     if demo.share_url:

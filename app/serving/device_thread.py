@@ -1,24 +1,18 @@
 """CPU decodes run on one thread: the main thread of `python app.py`, as they do in a plain script.
 
 PyTorch runs CPU kernels on an OpenMP team owned by the thread that calls them, and the OpenMP in its
-wheels (libgomp) keeps a team's threads spinning between kernels only while it manages no more
-threads than there are CPUs. A gradio worker thread is not the process's initial thread: stepped from
-one, a decode ran 30-60% slower than the same decode in a plain script, elementwise kernels (many
-small parallel regions) far more than matrix multiplies, so the ratio between a full step and a
-partial one moved too. Measured on 2 cores, the same race (a word problem, gen 64): a full step took
-11.5 ms on the main thread, 18.5 ms on a worker thread, and 15-16 ms on the main thread once a worker
-thread had run kernels too; the race's speedup read 2.05x, 2.4x and 1.85x. So the app hands every CPU
-model load and decode step to the main thread, which does nothing else: the app's decodes run at the
-speed of `python -m core` and the bench, and its clocks measure what theirs do.
+wheels (libgomp) keeps a team's threads spinning between kernels only for the process's initial
+thread. Stepped from one of gradio's worker threads, a decode runs markedly slower than the same
+decode in a script, small elementwise kernels far more than matrix multiplies, so that even the
+ratio between a full step and a partial one, the speedup a race shows, moves (docs/BENCHMARKS.md,
+"The app under load"). So the app hands every CPU model load and decode step to the main thread,
+which does nothing else: its decodes run at the speed of `python -m core` and the bench, and its
+clocks measure what theirs do.
 
 That thread decodes with every core but one (`decode_threads`): the server's own work (the previous
 visitor's last update, the next visitor's request, a waiting visitor's place in line) needs a core
-now and then, and an OpenMP team that spans every core stalls at each barrier whenever one of them is
-taken, and on a shared machine the last core comes and goes. Measured on 2 cores, the word-problem
-race with nothing else running, 1 and 2 threads alternating, 10 races each: 2 threads took 1.1 s a
-race, but in 4 of the 10 a full step cost what it costs on 1 thread (18 ms, not 11.5) and the
-speedup read 2.04-2.73x; 1 thread took 1.6 s and read 2.37-2.50x (and 1.84x once, a step that ran a
-full garbage collection, now paused: core/device.py).
+now and then, and an OpenMP team that spans every core stalls at each barrier whenever one of them
+is taken; on a shared machine the last core comes and goes.
 
 `CPU_THREAD.serve()` is what the main thread runs once the server is up; until something serves (a
 test that builds the app in process), `call` runs inline on the calling thread. GPU decodes stay on

@@ -2,11 +2,10 @@
 
 A race's speedup is the ratio of its lanes' measured compute times. Two decodes running at once on the
 same cores (or GPU) inflate each other's step times by however much they overlap, so the ratio a
-visitor sees would depend on who else is visiting (measured: 1.5x to 3.6x for a race worth 2.1x alone,
-and two races at once took 3.4x as long as one). So every decode holds its device's TurnQueue while
-it steps: each runs as if alone, the numbers it shows are the ones it would show alone, and the machine
-does one decode's work at a time at full speed, which is also the highest throughput. A visitor who
-waits is told their place in line and an estimate. No gradio here.
+visitor sees would depend on who else is visiting. So every decode holds its device's TurnQueue while
+it steps: each runs as if alone, the numbers it shows are the ones it would show alone, and the
+machine does one decode's work at a time at full speed, which is also the highest throughput. A
+visitor who waits is told their place in line and an estimate. No gradio here.
 """
 
 from __future__ import annotations
