@@ -1,5 +1,5 @@
 """The input panel a Race or Drift tab starts with: prompt, example prompts, model picker, Run/Stop, and
-a slider per control.
+a slider per control; and the Run it sends (PanelTab).
 
 A slider's range is its control's (app/controls/declared.py), which the handler checks again: the HTTP
 API accepts any value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets
@@ -10,16 +10,17 @@ tabs each have a panel.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gradio as gr
 
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
-from app.controls.run import MAX_PROMPT_CHARS, RawRun
+from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, check_run
 from app.serving.context import AppContext
 from app.serving.registry import ModelRegistry
+from app.serving.runner import Outputs, TabRunner, TabView
 
 # A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these (tau, k,
 # gen_len, ..., seed, then every compared policy's own, e.g. dllm_cache_rho).
@@ -172,3 +173,30 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
     ins.examples.click(pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
     return run_event
+
+
+class PanelTab:
+    """A tab whose Run sends its input panel (the Race, the Drift tab): the handler checks what was sent
+    once (check_run) and streams the run as the tab's view shows it. A subclass says what its policy
+    picker offers, whether EntropyCache races the pick, and the view."""
+
+    offered: ClassVar[list[str]]
+    against_ours: ClassVar[bool]
+
+    def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
+        self.ctx, self.inputs, self.panels = ctx, inputs, panels
+        self.runner = TabRunner(ctx)
+
+    def view(self, run: Run) -> TabView:
+        raise NotImplementedError
+
+    def run(self, *values: object, request: gr.Request = None) -> Iterator[Outputs]:
+        """Check, then stream the run: the tab's panels after each throttled snapshot.
+
+        `values`: RUN_INPUTS; the HTTP API names them (run_signature)."""
+        raw, request = raw_run(values, request)
+        yield from self.runner.run(request, lambda: self.view(check_run(self.ctx.registry, raw, self.offered,
+                                                                        self.against_ours)))
+
+
+PanelTab.run.__signature__ = run_signature()  # so that the HTTP API names each input (`/run`'s dllm_cache_rho)

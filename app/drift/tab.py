@@ -7,19 +7,18 @@ runner (app/serving/runner.py): one run per browser session across tabs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import gradio as gr
 from gradio.blocks import Block
 
 from app.controls.declared import probed_policies
-from app.controls.panel import Inputs, build_inputs, raw_run, raw_slider, run_signature, wire_inputs
-from app.controls.run import Run, check_run
+from app.controls.panel import PanelTab, build_inputs, raw_slider, wire_inputs
+from app.controls.run import Run
 from app.drift.decode import DriftJob
 from app.drift.render import DriftRenderer, DriftUpdate
 from app.serving.context import AppContext
-from app.serving.runner import Outputs, TabRunner, TabView
+from app.serving.runner import Outputs, TabView
 from app.widgets.banner import banner
 from app.widgets.explain import explain_step
 
@@ -101,22 +100,14 @@ class DriftView(TabView):
         return self.panels.show(update) | self.panels.finished(update, record, self.tokenizer)
 
 
-class DriftTab:
-    def __init__(self, ctx: AppContext, inputs: Inputs, panels: DriftPanels) -> None:
-        self.ctx, self.inputs, self.panels = ctx, inputs, panels
-        self.runner = TabRunner(ctx)
+class DriftTab(PanelTab):
+    """The picked policy, probed; and the Explain panel over the decode."""
 
-    def run(self, *values: object, request: gr.Request = None) -> Iterator[Outputs]:
-        """Check, then stream the diagnostic decode: the panels after each throttled update.
+    offered = probed_policies()
+    against_ours = False
 
-        `values`: RUN_INPUTS (the policy is the probed one); the HTTP API names them (run_signature)."""
-        raw, request = raw_run(values, request)
-
-        def view() -> DriftView:
-            run = check_run(self.ctx.registry, raw, probed_policies(), against_ours=False)
-            return DriftView(run, self.panels, self.ctx.throttle_s)
-
-        yield from self.runner.run(request, view)
+    def view(self, run: Run) -> DriftView:
+        return DriftView(run, self.panels, self.ctx.throttle_s)
 
     def explain(self, step: float, record: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""
@@ -129,9 +120,6 @@ class DriftTab:
                            print_exception=False)
         _, tokenizer = self.ctx.registry.get(record.model)
         return record.explain(int(step), tokenizer)
-
-
-DriftTab.run.__signature__ = run_signature()  # so that the HTTP API names each input
 
 
 def build_drift_panels() -> DriftPanels:
@@ -153,7 +141,7 @@ def build_drift_panels() -> DriftPanels:
 def build_drift_tab(ctx: AppContext) -> DriftTab:
     """The tab's layout and events (call inside a gr.Tab)."""
     gr.Markdown(INTRO)
-    inputs = build_inputs(ctx.registry, prefix="drift-", policies=probed_policies(), policy_label="Policy probed",
+    inputs = build_inputs(ctx.registry, prefix="drift-", policies=DriftTab.offered, policy_label="Policy probed",
                           run_label="Run diagnostics")
     panels = build_drift_panels()
     tab = DriftTab(ctx, inputs, panels)

@@ -8,19 +8,17 @@ panels of app/race/panels.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import gradio as gr
 
 from app.controls.declared import compared_policies
-from app.controls.panel import Inputs, build_inputs, raw_run, run_signature, wire_inputs
-from app.controls.run import Run, check_run
+from app.controls.panel import PanelTab, build_inputs, wire_inputs
+from app.controls.run import Run
 from app.race.decode import RaceJob
 from app.race.panels import RacePanels, build_race_panels
 from app.race.render import RaceRenderer
 from app.race.replay_panel import build_replay_panel
 from app.serving.context import AppContext
-from app.serving.runner import Outputs, TabRunner, TabView
+from app.serving.runner import Outputs, TabView
 
 INTRO = """# EntropyCache: a decode race
 Two decoders unmask the same prompt with the same seed. **Left:** the policy you compare against
@@ -51,31 +49,20 @@ class RaceView(TabView):
         return self.panels.show(self.renderer.update(snapshot))
 
 
-class RaceTab:
-    def __init__(self, ctx: AppContext, inputs: Inputs, panels: RacePanels) -> None:
-        self.ctx, self.inputs, self.panels = ctx, inputs, panels
-        self.runner = TabRunner(ctx)
+class RaceTab(PanelTab):
+    """The compared policy (the pick) against EntropyCache."""
 
-    def run(self, *values: object, request: gr.Request = None) -> Iterator[Outputs]:
-        """Check, then stream the race: the panels after each throttled snapshot, the last one with results.
+    offered = compared_policies()
+    against_ours = True
 
-        `values`: RUN_INPUTS (the policy is the compared one); the HTTP API names them (run_signature)."""
-        raw, request = raw_run(values, request)
-
-        def view() -> RaceView:
-            run = check_run(self.ctx.registry, raw, compared_policies(), against_ours=True)
-            return RaceView(run, self.panels, self.ctx.throttle_s)
-
-        yield from self.runner.run(request, view)
-
-
-RaceTab.run.__signature__ = run_signature()  # so that the HTTP API names each input (`/run`'s dllm_cache_rho)
+    def view(self, run: Run) -> RaceView:
+        return RaceView(run, self.panels, self.ctx.throttle_s)
 
 
 def build_race_tab(ctx: AppContext) -> RaceTab:
     """The tab's layout and events (call inside a gr.Tab)."""
     gr.Markdown(INTRO)
-    inputs = build_inputs(ctx.registry)
+    inputs = build_inputs(ctx.registry, policies=RaceTab.offered)
     panels = build_race_panels()
     tab = RaceTab(ctx, inputs, panels)
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "run", panels.status)
