@@ -14,9 +14,9 @@ import sys
 
 import torch
 
-from app.device_thread import CPU_THREAD, decode_threads, usable_cpus
-from app.gpu import CONCURRENCY, is_zero_gpu
-from app.models import build_registry, extra_dirs_from_env
+from app.serving.device_thread import CPU_THREAD, decode_threads, usable_cpus
+from app.serving.gpu import CONCURRENCY, is_zero_gpu
+from app.serving.registry import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
 
 
@@ -57,16 +57,16 @@ def main(argv: list[str] | None = None) -> int:
     registry.preload(None if is_zero_gpu() else registry.labels[:1])
     demo = build_demo(registry, concurrency=args.concurrency)
     url = launch(demo, args.host, args.port, args.share)
-    # What exists now lives as long as the server: frozen out of the garbage collector, a full
-    # collection (after every run, app/gpu.py free_memory, or an automatic one) walks only what runs
-    # created. Measured: 170 ms a collection before, ~0 after; that time held the interpreter lock
-    # inside a race's turn, on its clock's steps or before the next visitor's.
+    # What exists now lives as long as the server: frozen out of the garbage collector, so that a full
+    # collection (after every run, app/serving/gpu.py free_memory, or an automatic one) walks only what
+    # runs created. Walking the startup objects too holds the interpreter lock long enough to land inside
+    # a race's turn, on its clock's steps or before the next visitor's.
     gc.freeze()
     print(f"EntropyCache demo running at {url}", flush=True)
     if demo.share_url:
         print(f"public link: {demo.share_url}", flush=True)
     # Instead of demo.block_thread(), the main thread runs every CPU load and decode step until the
-    # server stops (app/device_thread.py says why); Ctrl-C closes the server as block_thread would.
+    # server stops (app/serving/device_thread.py says why); Ctrl-C closes the server as block_thread would.
     try:
         CPU_THREAD.serve(until=lambda: not demo.is_running)
     except (KeyboardInterrupt, OSError):

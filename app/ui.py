@@ -1,5 +1,5 @@
-"""The Gradio app's shell: three tabs (Race, app/race_tab.py; Drift diagnostics, app/drift_tab.py; the
-tau x k Sweep, app/sweep_tab.py) over one AppContext, and the launch.
+"""The Gradio app's shell: three tabs (Race, app/race/tab.py; Drift diagnostics, app/drift/tab.py; the
+tau x k Sweep, app/sweep/tab.py) over one AppContext, and the launch.
 
 Handlers turn every expected failure (bad input, a prompt the model cannot read or that is too long
 for it, out of GPU memory) into gr.Error with a plain message; anything unexpected reaches the
@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.banner import CSS as BANNER_CSS
-from app.context import AppContext
-from app.drift_tab import build_drift_tab
-from app.gpu import CONCURRENCY
-from app.models import ModelRegistry
-from app.race import DEFAULT_THROTTLE_S
-from app.race_tab import build_race_tab
-from app.replay_panel import REPLAY_JS
-from app.speed import CSS as SPEED_CSS
-from app.sweep_tab import SWEEP_JS, build_sweep_tab
-from app.text_view import CSS as TEXT_CSS
-from app.trace_reader import MAX_TRACE_BYTES
+from app.drift.tab import build_drift_tab
+from app.race.replay_panel import REPLAY_JS
+from app.race.speed import CSS as SPEED_CSS
+from app.race.tab import build_race_tab
+from app.race.trace_reader import MAX_TRACE_BYTES
+from app.serving.context import AppContext
+from app.serving.gpu import CONCURRENCY
+from app.serving.registry import ModelRegistry
+from app.sweep.tab import SWEEP_JS, build_sweep_tab
+from app.widgets.banner import CSS as BANNER_CSS
+from app.widgets.text_view import CSS as TEXT_CSS
+from app.widgets.throttle import DEFAULT_THROTTLE_S
 
 CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
@@ -30,7 +30,7 @@ JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio t
 def build_demo(
     registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int = CONCURRENCY
 ) -> gr.Blocks:
-    """The app, admitting `concurrency` runs at once (they decode in turn: app/compute.py)."""
+    """The app, admitting `concurrency` runs at once (they decode in turn: app/serving/turn_queue.py)."""
     ctx = AppContext(registry, throttle_s=throttle_s)
     with gr.Blocks(title="EntropyCache decode race") as demo:
         with gr.Tabs():
@@ -39,8 +39,7 @@ def build_demo(
             with gr.Tab("Drift", id="drift"):
                 drift = build_drift_tab(ctx)
             with gr.Tab("Sweep", id="sweep"):  # a picked point loads into both tabs' tau and k
-                build_sweep_tab(ctx, [race.controls["tau"], race.controls["k"], drift.controls["tau"],
-                                      drift.controls["k"]])
+                build_sweep_tab(ctx, [race.inputs, drift.inputs])
     demo.queue(default_concurrency_limit=concurrency)
     return demo
 

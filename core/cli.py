@@ -6,10 +6,11 @@
     python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
     python -m core bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
 
-The model and decode flags are defined once here, and every policy parameter's flag is derived from
-the policies' declarations (core/policies/params.py): `generate` takes one value, `bench` a comma
-list (a sweep over every combination). Wrong flags are reported before the model is loaded, which
-for an 8B checkpoint takes minutes. Errors print as 'error: ...' with exit status 2.
+The model flags are defined here; the decode flags come from the decode settings' declarations
+(DecodeConfig.parameters), and each policy parameter's flag from the policies' (core/policies/params.py):
+`generate` takes one value, `bench` a comma list (a sweep over every combination). Wrong flags are
+reported before the model is loaded, which for an 8B checkpoint takes minutes. Errors print as
+'error: ...' with exit status 2.
 """
 
 from __future__ import annotations
@@ -58,14 +59,18 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
 
 
+BY_MODEL = ("gen_len", "block_len")  # the model's own unless given (DecodeConfig.for_model)
+FLAGS = {"block_len": "--block"}  # a decode setting's flag, where it is not --name
+
+
 def add_decode_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--gen-len", type=int, default=None, help="response length (default: the model's)")
-    ap.add_argument("--block", type=int, default=None, help="block length (default: the model's)")
-    ap.add_argument("--steps", type=int, default=None, help="denoising steps (default: one token per step)")
-    ap.add_argument("--threshold", type=float, default=None, help="parallel decoding confidence threshold")
-    ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--graphs", choices=GRAPH_MODES, default="auto", help=GRAPHS_HELP)
+    """One flag per declared decode setting (DecodeConfig.parameters). None defaults here: a setting
+    not given is the model's (gen and block length) or DecodeConfig's."""
+    for p in DecodeConfig.parameters:
+        default = "the model's" if p.name in BY_MODEL else p.unset or f"{p.default:g}"
+        ap.add_argument(FLAGS.get(p.name, f"--{p.name.replace('_', '-')}"), dest=p.name, type=p.kind, default=None,
+                        help=f"{p.help} (default: {default})")
+    ap.add_argument("--graphs", choices=GRAPH_MODES, default=GRAPH_MODES[0], help=GRAPHS_HELP)
 
 
 def add_policy_args(ap: argparse.ArgumentParser, lists: bool) -> None:
@@ -107,17 +112,15 @@ def _value_lists(args: argparse.Namespace) -> dict[str, list]:
     return out
 
 
-def check_before_load(gen_len: int | None, block_len: int | None, **settings) -> None:
-    """Reject decode flags that are wrong whatever the model, before loading it. What depends on the
-    model's default lengths is checked once it is loaded."""
-    if gen_len is not None and block_len is not None:  # nothing left to the model: check it all
-        DecodeConfig(gen_len=gen_len, block_len=block_len, **settings).validate()
-        return
-    if block_len is not None and block_len < 1:
-        raise ValueError(f"block_len must be a positive integer, got {block_len}")
-    lengths = {} if gen_len is None else {"gen_len": gen_len, "block_len": max(gen_len, 1)}
-    others = {k: v for k, v in settings.items() if k != "steps"}  # the steps' range needs both lengths
-    DecodeConfig(**lengths, **others).validate()
+def decode_settings(args: argparse.Namespace) -> dict:
+    """The decode settings given on the command line, checked before the model loads (an 8B one
+    takes minutes): each against its declaration, and how they fit together when both lengths are
+    given (else once the model's are known)."""
+    settings = {p.name: p.check(getattr(args, p.name)) for p in DecodeConfig.parameters
+                if getattr(args, p.name) is not None}
+    if all(name in settings for name in BY_MODEL):
+        DecodeConfig(**settings)
+    return settings | {"graphs": args.graphs}
 
 
 def check_prompts_fit(model: str | None, prompts: list[str], gen_len: int | None) -> None:
@@ -133,20 +136,15 @@ def check_prompts_fit(model: str | None, prompts: list[str], gen_len: int | None
                          f"{cfg.max_seq_len} positions: use fewer --shots or a shorter --gen-len")
 
 
-def _settings(args: argparse.Namespace) -> dict:
-    return dict(steps=args.steps, threshold=args.threshold, temperature=args.temperature, seed=args.seed,
-                graphs=args.graphs)
-
-
 def _load(args: argparse.Namespace):
     return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype) if args.dtype else None)
 
 
 def run_generate(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy, **policy_params(args.policy, args))
-    check_before_load(args.gen_len, args.block, **_settings(args))
+    settings = decode_settings(args)
     model, tokenizer = _load(args)
-    config = DecodeConfig.for_model(model.config, args.gen_len, args.block, **_settings(args))
+    config = DecodeConfig.for_model(model.config, **settings)
     try:
         prompt = chat_prompt_ids(tokenizer, args.prompt)
     except UnknownWordsError as e:  # only our word-level models have unknown words
@@ -192,16 +190,16 @@ def run_bench_command(args: argparse.Namespace) -> int:
     _refuse_unused(values, policies)
     if args.drift and len(contenders) != 1:
         raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 1")
-    check_before_load(args.gen_len, args.block, **_settings(args))
+    settings = decode_settings(args)
     row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
     items = {k: held_out(args.task, args.n, k) for k in shots}
     if not row_counts:
-        check_prompts_fit(args.model, [item.prompt for some in items.values() for item in some], args.gen_len)
+        prompts = [item.prompt for some in items.values() for item in some]
+        check_prompts_fit(args.model, prompts, settings.get("gen_len"))
     if (row_counts or args.drift) and len(shots) > 1:
         raise ValueError("--shots takes one count with --forward-rows or --drift")
     model, tokenizer = _load(args)
-    config = DecodeConfig.for_model(model.config, args.gen_len, args.block, **_settings(args))
-    config.validate()
+    config = DecodeConfig.for_model(model.config, **settings)
     if row_counts:
         _print_forward_costs(model, args.length, row_counts)
     elif args.drift:
@@ -312,6 +310,7 @@ def parser() -> argparse.ArgumentParser:
     task.add_argument("--n", type=int, default=40, help="held-out problems")
     task.add_argument("--shots", type=int, default=0, help="worked examples before each problem")
     task.set_defaults(run=run_lm_eval_task)
+
     return ap
 
 

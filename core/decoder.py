@@ -7,12 +7,11 @@ masked positions of the block are unmasked, and the policy is told how uncertain
 
 from __future__ import annotations
 
-import math
 import operator
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import NamedTuple
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 
@@ -23,44 +22,57 @@ from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
 from core.passes import GRAPH_MODES, Passes, index_tensor, passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
+from core.policies.params import Param
 from core.sampling import choose, entropy, transfer_schedule
+
+
+def _setting(kind: type, default: int | float | None, **declared: object) -> Any:
+    """A DecodeConfig field that a person sets, declared as a core.Param named after the field
+    (DecodeConfig.parameters): type, default, bounds, help, label and the range a UI offers."""
+    return field(default=default, metadata={"param": dict(kind=kind, default=default, **declared)})
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    gen_len: int = 64
-    block_len: int = 32
-    steps: int | None = None  # total denoising steps; None = gen_len (one token per step)
-    threshold: float | None = None  # Fast-dLLM parallel decoding: unmask all above this confidence
-    temperature: float = 0.0
-    seed: int = 0
+    """How one prompt is decoded. The settings a person chooses are declared like a policy's
+    parameters (`parameters`, core/policies/params.py), and a config checks itself when it is made,
+    as a policy does: one that exists is valid."""
+
+    gen_len: int = _setting(int, 64, low=1, high=8192, ui=(1, 512), label="gen length", help="tokens generated")
+    block_len: int = _setting(int, 32, low=1, ui=(1, 512), label="block length",
+                              help="tokens decoded together, left to right; must divide gen length")
+    steps: int | None = _setting(int, None, low=1, ui=(1, 512), unset="one token per step",
+                                 help="denoising steps in all, a multiple of the blocks; not with a threshold")
+    threshold: float | None = _setting(float, None, low=0.0, high=1.0, low_open=True, unset="off",
+                                       label="parallel-decoding threshold",
+                                       help="Fast-dLLM's parallel decoding: unmask every token above this confidence")
+    temperature: float = _setting(float, 0.0, low=0.0, high=10.0, ui=(0.0, 2.0), help="sampling temperature; 0: greedy")
+    seed: int = _setting(int, 0, ui=(0, 2**31 - 1), help="the sampling generator's seed")
     stop_at_eos: bool = True
     graphs: str = "auto"  # core/passes.py: fixed-shape passes replayed from CUDA graphs (auto: on a CUDA GPU)
 
-    def validate(self) -> None:
-        if not (isinstance(self.gen_len, int) and 1 <= self.gen_len <= 8192):
-            raise ValueError(f"gen_len must be an integer in [1, 8192], got {self.gen_len!r}")
-        if not (isinstance(self.block_len, int) and 1 <= self.block_len <= self.gen_len):
+    parameters: ClassVar[tuple[Param, ...]]  # the declared fields, in order (set below the class)
+
+    def __post_init__(self) -> None:
+        for p in self.parameters:  # each as its declared type (an int temperature is a float)
+            object.__setattr__(self, p.name, p.check(getattr(self, p.name)))
+        if self.graphs not in GRAPH_MODES:  # how the passes run, not what they compute: not a person's choice
+            raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {self.graphs!r}")
+        self._check_relations()
+
+    def _check_relations(self) -> None:
+        if self.block_len > self.gen_len:
             raise ValueError(f"block_len must be an integer in [1, gen_len={self.gen_len}], got {self.block_len!r}")
         if self.gen_len % self.block_len:
             raise ValueError(f"gen_len {self.gen_len} is not a multiple of block_len {self.block_len}")
         n_blocks = self.gen_len // self.block_len
         if self.steps is not None:
-            if not isinstance(self.steps, int) or not n_blocks <= self.steps <= self.gen_len:
+            if not n_blocks <= self.steps <= self.gen_len:
                 raise ValueError(f"steps must be an integer in [{n_blocks}, {self.gen_len}], got {self.steps!r}")
             if self.steps % n_blocks:
                 raise ValueError(f"steps {self.steps} must be a multiple of the number of blocks ({n_blocks})")
-        if self.threshold is not None:
-            if not (_is_real(self.threshold) and 0.0 < self.threshold <= 1.0):
-                raise ValueError(f"threshold must be a number in (0, 1], got {self.threshold!r}")
-            if self.steps is not None:
-                raise ValueError("steps and threshold cannot both be set: with a threshold each block runs until done")
-        if not (_is_real(self.temperature) and math.isfinite(self.temperature) and 0.0 <= self.temperature <= 10.0):
-            raise ValueError(f"temperature must be a number in [0, 10], got {self.temperature!r}")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        if self.graphs not in GRAPH_MODES:
-            raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {self.graphs!r}")
+        if self.threshold is not None and self.steps is not None:
+            raise ValueError("steps and threshold cannot both be set: with a threshold each block runs until done")
 
     @classmethod
     def for_model(
@@ -79,8 +91,8 @@ class DecodeConfig:
         return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
 
 
-def _is_real(v) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+DecodeConfig.parameters = tuple(Param(f.name, **f.metadata["param"]) for f in fields(DecodeConfig)
+                                if "param" in f.metadata)
 
 
 def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch.Tensor, gen_len: int) -> list[int]:
@@ -121,14 +133,15 @@ def decode(
     model: DiffusionTransformer,
     prompt_ids: Sequence[int] | torch.Tensor,
     policy: CachePolicy,
-    config: DecodeConfig = DecodeConfig(),
+    config: DecodeConfig | None = None,
     before_step: StepHook | None = None,
 ) -> Iterator[StepEvent]:
     """Decode one prompt; yield a StepEvent per step, the last one with done=True and the totals.
 
-    before_step(tokens, cache, ctx), if given, runs before each step, outside its timing, and returns
-    fields for that step's event (core.diagnostics.Probe measures the cache's drift this way)."""
-    config.validate()
+    Without a config, the model's own gen and block length (DecodeConfig.for_model). before_step(tokens,
+    cache, ctx), if given, runs before each step, outside its timing, and returns fields for that step's
+    event (core.diagnostics.Probe measures the cache's drift this way)."""
+    config = DecodeConfig.for_model(model.config) if config is None else config
     prompt = _check_prompt(model, prompt_ids, config.gen_len)
     with passes_for(model, len(prompt) + config.gen_len, config.block_len, config.graphs) as passes:
         yield from _steps(model, prompt, policy, config, before_step, passes)
@@ -288,7 +301,7 @@ def generate(
     model: DiffusionTransformer,
     prompt_ids: Sequence[int] | torch.Tensor,
     policy: CachePolicy,
-    config: DecodeConfig = DecodeConfig(),
+    config: DecodeConfig | None = None,
 ) -> StepEvent:
-    """Run `decode` to the end and return its last event."""
+    """Run `decode` to the end and return its last event (without a config: the model's lengths)."""
     return deque(decode(model, prompt_ids, policy, config), maxlen=1)[0]

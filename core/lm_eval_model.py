@@ -37,7 +37,7 @@ from core.events import Totals
 from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
 from core.policies import POLICIES, make_policy
 
-DECODE_ARGS = {"gen_len": int, "block_len": int, "steps": int, "threshold": float, "temperature": float, "seed": int}
+DECODE_ARGS = {p.name: p.kind for p in DecodeConfig.parameters}  # gen_len, block_len, steps, threshold, ...
 GENERATION_ONLY = (
     "the entropycache model runs generation tasks only (generate_until, e.g. gsm8k, minerva_math, humaneval, "
     "bbh_cot_fewshot); {kind} requests need a likelihood a masked diffusion LM does not give exactly"
@@ -89,7 +89,7 @@ def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
     settings = {k: _typed(k, args.pop(k), kind) for k, kind in DECODE_ARGS.items() if k in args and args[k] is not None}
     if "graphs" in args:
         settings["graphs"] = args.pop("graphs")
-        DecodeConfig(graphs=settings["graphs"]).validate()
+        DecodeConfig(graphs=settings["graphs"])
     own = {p.name for p in POLICIES[policy].parameters}
     unknown = sorted(set(args) - own)
     if unknown:
@@ -121,9 +121,7 @@ class EntropyCacheLM(LM):
                              "machine has no CUDA GPU: pass --device cpu")
         folder = resolve(loading.get("pretrained"))  # a hub id is fetched (or refused offline) before loading
         cfg, _, _ = read_config(folder)
-        self.config = DecodeConfig.for_model(cfg, settings.pop("gen_len", None), settings.pop("block_len", None),
-                                             **settings)
-        self.config.validate()
+        self.config = DecodeConfig.for_model(cfg, **settings)
         dtype = loading.get("dtype")
         self.model, self.tokenizer = load_model(folder, device=device, dtype=getattr(torch, dtype) if dtype else None)
         self._device = self.model.embed.weight.device

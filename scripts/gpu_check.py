@@ -334,7 +334,7 @@ def app_check(folder: Path, dry: bool) -> dict:
     try:
         from gradio_client import Client
 
-        from app.models import build_registry
+        from app.serving.registry import build_registry
     except ImportError as e:
         return {"ok": False, "skipped": f"gradio_client is not installed here ({e}); carry the app's wheels"}
     with socket.socket() as s:

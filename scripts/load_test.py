@@ -46,17 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from app.device_thread import decode_threads  # noqa: E402
-from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
-from app.params import BOUNDS, PEER_BOUNDS  # noqa: E402
-from app.race import race  # noqa: E402
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS  # noqa: E402
+from app.race.decode import race  # noqa: E402
+from app.serving.device_thread import decode_threads  # noqa: E402
+from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
 
-SETTINGS = {"policy": "none", "tau": BOUNDS["tau"].default, "k": BOUNDS["k"].default, "steps": 0, "threshold": 0,
-            "temperature": 0, "seed": 0}
+SETTINGS = {"policy": "none", "tau": RUN_CONTROLS["tau"].default, "k": RUN_CONTROLS["k"].default, "steps": 0,
+            "threshold": 0, "temperature": 0, "seed": 0}
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Scenario:
         return cls(make_split("test", 1)[0].prompt, 64, 32)
 
     def args(self) -> dict:
-        peers = {name: b.default for name, b in PEER_BOUNDS.items()}
+        peers = {key: control.default for key, control in PEER_CONTROLS.items()}
         return {"prompt": self.prompt, "model": EMBEDDED_LABEL, "gen_len": self.gen_len, "block_len": self.block_len,
                 **SETTINGS, **peers}
 
@@ -140,7 +140,7 @@ def direct_texts(registry, scenario: Scenario) -> list[str]:
 
 
 def no_app_level(registry, scenario: Scenario, races: int) -> Level:
-    """The race `races` times in this process without the app: the same interleaver (app.race), no
+    """The race `races` times in this process without the app: the same interleaver (app.race.decode), no
     rendering, no server work (visitors 0 in the table)."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, scenario.prompt)

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from app.device_thread import CPU_THREAD, decode_threads  # noqa: E402
-from app.models import build_registry  # noqa: E402
+from app.serving.device_thread import CPU_THREAD, decode_threads  # noqa: E402
+from app.serving.registry import build_registry  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             done.set()
 
     # The browser runs on a thread of its own: as in app.py, the main thread runs every CPU decode
-    # (app/device_thread.py), so the race on the screenshot is measured as a visitor's would be.
+    # (app/serving/device_thread.py), so the race on the screenshot is measured as a visitor's would be.
     torch.set_num_threads(decode_threads())  # app.py's default team
     threading.Thread(target=shoot_all).start()
     try:

@@ -64,7 +64,7 @@ def family(request) -> str:
 @pytest.fixture(scope="module")
 def registry():
     """The app's model registry on the embedded model (or ENTROPYCACHE_MODEL), preloaded."""
-    from app.models import build_registry
+    from app.serving.registry import build_registry
 
     reg = build_registry(embedded=os.environ.get("ENTROPYCACHE_MODEL"), cuda=False)
     reg.preload()
@@ -74,16 +74,16 @@ def registry():
 @pytest.fixture
 def gpu_registry(registry, monkeypatch):
     """A registry with one 'gpu' model (cuda device) that is really the embedded model on the CPU."""
-    import app.models
-    from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+    import app.serving.registry
+    from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 
-    monkeypatch.setattr(app.models, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
+    monkeypatch.setattr(app.serving.registry, "load_model", lambda source, device: registry.get(EMBEDDED_LABEL))
     examples = registry.choice(EMBEDDED_LABEL).examples  # the warm-up decodes the first: the model must read it
     return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)])
 
 
 def fake_zero_gpu(runner) -> list[tuple]:
-    """Route a tab runner's gpu_snapshots (app/runner.py) through a pickle round trip of its arguments,
+    """Route a tab runner's gpu_snapshots (app/serving/runner.py) through a pickle round trip of its arguments,
     as spaces.GPU hands them to its forked worker; returns the list of argument tuples the 'worker' received."""
     sent = []
 

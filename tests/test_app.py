@@ -25,21 +25,23 @@ import pytest
 import torch
 from conftest import fake_zero_gpu
 
-import app.controls
-import app.gpu
-import app.models
-import app.trace
+import app.controls.panel
+import app.race.trace
+import app.serving.gpu
+import app.serving.registry
 import app.ui
-from app.context import AppContext
-from app.controls import CONTROL_NAMES, raw_slider
-from app.models import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
-from app.params import BOUNDS, MAX_PROMPT_CHARS, PEER_BOUNDS, PEER_OWNER, compared_policies, parse_params
-from app.race import DEFAULT_THROTTLE_S, race
-from app.race_stream import RaceRenderer, race_snapshots
-from app.race_tab import RaceTab
-from app.sessions import RunBoard, StopFlag
-from app.text_view import TokenText, render_text
-from app.trace import TRACE_DIR, write_trace
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, compared_policies
+from app.controls.panel import raw_slider
+from app.controls.run import MAX_PROMPT_CHARS, RawRun, check_run
+from app.race.decode import race, race_snapshots
+from app.race.render import RaceRenderer
+from app.race.tab import RaceTab, build_race_tab
+from app.race.trace import TRACE_DIR, write_trace
+from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
+from app.serving.sessions import RunBoard, StopFlag
+from app.widgets.text_view import TokenText, render_text
+from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig, generate
 from core.events import StepEvent
@@ -52,14 +54,17 @@ PROMPT = make_split("test", 1)[0].prompt
 
 
 def controls(**overrides) -> dict:
-    values = {name: b.default for name, b in BOUNDS.items()}
+    values = {key: control.default for key, control in RUN_CONTROLS.items()}
     values.update(gen_len=32, block_len=16)
     values.update(overrides)
     return values
 
 
-def params_for(registry: ModelRegistry, prompt: str = PROMPT, policy: str = "none", **overrides):
-    return parse_params(prompt, EMBEDDED_LABEL, policy, models=registry.labels, **controls(**overrides))
+def race_run(registry, prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = "none",
+             compared: dict | None = None, **numbers):
+    """check_run as the Race tab calls it, with every control at its default unless given."""
+    return check_run(registry, RawRun(prompt, model, policy, controls(**numbers), compared or {}), compared_policies(),
+                     against_ours=True)
 
 
 def stream_race(model, tokenizer, params, *, throttle_s: float = DEFAULT_THROTTLE_S, trace_dir=TRACE_DIR):
@@ -67,6 +72,12 @@ def stream_race(model, tokenizer, params, *, throttle_s: float = DEFAULT_THROTTL
     renderer = RaceRenderer(model, tokenizer, params, trace_dir)
     for snap in race_snapshots(model, renderer.prompt_ids, params, throttle_s):
         yield renderer.update(snap)
+
+
+def race_tab(registry: ModelRegistry, board: RunBoard, throttle_s: float = 0) -> RaceTab:
+    """The Race tab as the app builds it."""
+    with gr.Blocks():
+        return build_race_tab(AppContext(registry, board, throttle_s=throttle_s))
 
 
 # ---- the race ---------------------------------------------------------------------------------------
@@ -183,7 +194,7 @@ def direct(model, tokenizer, prompt: str, tau: float, k: int, **config) -> tuple
 def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_tokens(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     # tau above any entropy the vocabulary allows: EntropyCache takes partial steps after each block start
-    params = params_for(registry, tau=10.0, k=2)
+    params = race_run(registry, tau=10.0, k=2)
     updates = list(stream_race(model, tokenizer, params, throttle_s=0, trace_dir=tmp_path))
     ref_none, ref_ours = direct(model, tokenizer, PROMPT, 10.0, 2, gen_len=32, block_len=16)
 
@@ -217,7 +228,7 @@ def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_token
 
 def test_stream_with_throttle_renders_far_fewer_updates_and_the_same_result(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = params_for(registry, policy="dual", tau=10.0)
+    params = race_run(registry, policy="dual", tau=10.0)
     updates = list(stream_race(model, tokenizer, params, throttle_s=60, trace_dir=tmp_path))
     assert len(updates) <= 3  # the first step, the first finish, the end
     ids = chat_prompt_ids(tokenizer, PROMPT)
@@ -228,20 +239,23 @@ def test_stream_with_throttle_renders_far_fewer_updates_and_the_same_result(regi
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     prompt = "a " * 600  # 600 words the model knows
-    assert model.config.max_seq_len < 600 + BOUNDS["gen_len"].high  # else this test needs a longer prompt
-    too_long = params_for(registry, prompt, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
+    longest = RUN_CONTROLS["gen_len"].slider_range[1]
+    assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
+    too_long = race_run(registry, prompt, gen_len=longest, block_len=32)
     with pytest.raises(ValueError, match="exceeds the model's"):  # core's own check, at the first step
         next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))
 
 
 def test_with_a_threshold_the_plots_span_gen_len_steps(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = params_for(registry, threshold=0.9)
-    # steps set as well (only a RunParams built by hand can hold both): it must not cut the plots short
-    for p in (params, dataclasses.replace(params, steps=2)):
-        renderer = RaceRenderer(model, tokenizer, p)
-        assert renderer.layout.max_steps == p.gen_len
-        assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, p.gen_len - 0.5)
+    run = race_run(registry, threshold=0.9)
+    gen_len = run.config.gen_len
+    renderer = RaceRenderer(model, tokenizer, run)
+    assert renderer.layout.max_steps == gen_len
+    assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, gen_len - 0.5)
+    # steps cannot be set as well, whatever sends it: nothing could cut the plots short
+    with pytest.raises(ValueError, match="steps and threshold cannot both be set"):
+        dataclasses.replace(run.config, steps=2)
 
 
 # ---- validation -----------------------------------------------------------------------------------------
@@ -254,86 +268,91 @@ BAD = [
     (dict(model="/etc/passwd"), "Unknown model"),
     (dict(policy="entropy"), "Unknown policy"),
     (dict(policy="../none"), "Unknown policy"),
-    (dict(gen_len=100000), "gen length must be between 1 and 512"),
-    (dict(gen_len=0), "gen length must be between"),
-    (dict(gen_len=32.5), "gen length must be a whole number"),
+    (dict(gen_len=100000), "gen length must be an integer in \\[1, 512\\], got 100000"),
+    (dict(gen_len=0), "gen length must be an integer in \\[1, 512\\], got 0"),
+    (dict(gen_len=32.5), "gen length must be an integer in \\[1, 512\\], got 32.5"),
     (dict(block_len=5), "do not fit together: gen_len 32 is not a multiple of block_len 5"),
     (dict(block_len=64), "do not fit together: block_len must be"),
     (dict(steps=3), "do not fit together: steps 3 must be a multiple of the number of blocks \\(2\\)"),
     (dict(steps=64), "do not fit together: steps must be .* got 64"),
     (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
-    (dict(tau=float("nan")), "tau .* must be a finite number"),
-    (dict(tau=-1), "tau .* must be between 0 and 12"),
-    (dict(k=2.5), "must be a whole number"),
-    (dict(threshold=1.5), "threshold must be between 0 and 1"),
-    (dict(temperature=float("inf")), "temperature must be a finite number"),
-    (dict(seed=-1), "seed must be between"),
-    (dict(seed="7"), "seed must be a number"),
-    (dict(k=True), "must be a number"),
+    (dict(tau=float("nan")), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got NaN"),
+    (dict(tau=-1), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got -1"),
+    (dict(k=2.5), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got 2.5"),
+    (dict(threshold=1.5), "threshold must be a number in \\(0, 1\\], got 1.5"),
+    (dict(temperature=float("inf")), "temperature must be a number in \\[0, 2\\], got inf"),
+    (dict(seed=-1), "seed must be an integer in \\[0, 2147483647\\], got -1"),
+    (dict(seed="7"), "seed must be an integer in \\[0, 2147483647\\], got '7'"),
+    (dict(k=True), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got True"),
 ]
 
 
 @pytest.mark.parametrize("bad, message", BAD, ids=[str(b)[:40] for b, _ in BAD])
-def test_bad_inputs_are_refused_with_a_clear_message(bad: dict, message: str) -> None:
-    args = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none")
-    numbers = controls()
-    for key, value in bad.items():
-        (args if key in args else numbers)[key] = value
+def test_bad_inputs_are_refused_with_a_clear_message(registry, bad: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_params(args["prompt"], args["model"], args["policy"], models=[EMBEDDED_LABEL], **numbers)
+        race_run(registry, **bad)
 
 
-def test_good_inputs_pass_unchanged() -> None:
-    p = parse_params(
-        "  a b  ",
-        EMBEDDED_LABEL,
-        "dllm-cache",
-        models=[EMBEDDED_LABEL],
-        **controls(steps=4, temperature=0.5, seed=7, tau=1.25, k=3),
-    )
-    assert (p.prompt, p.steps, p.threshold, p.seed, p.k, p.tau) == ("a b", 4, 0.0, 7, 3, 1.25)
-    cfg = p.decode_config()
-    assert (cfg.steps, cfg.threshold, cfg.temperature) == (4, None, 0.5)
-    t = parse_params("a", EMBEDDED_LABEL, "none", models=[EMBEDDED_LABEL], **controls(threshold=0.9))
-    assert (t.decode_config().steps, t.decode_config().threshold) == (None, 0.9)
+def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
+    p = race_run(registry, f"  {PROMPT}  ", policy="dllm-cache", steps=4, temperature=0.5, seed=7, tau=1.25, k=3)
+    assert (p.prompt, p.settings["steps"], p.settings["threshold"], p.settings["seed"]) == (PROMPT, 4, 0.0, 7)
+    assert (p.settings["k"], p.settings["tau"]) == (3, 1.25)
+    assert (p.config.steps, p.config.threshold, p.config.temperature, p.config.seed) == (4, None, 0.5, 7)
+    assert [policy.describe() for policy in p.policies] == [
+        "dllm-cache(prompt_every=50, response_every=7, rho=0.25)", "entropy(tau=1.25, k=3)"]
+    t = race_run(registry, threshold=0.9)
+    assert (t.config.steps, t.config.threshold) == (None, 0.9)
     assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
 
 
-def test_the_compared_policy_gets_its_own_controls() -> None:
+def test_the_compared_policy_gets_its_own_controls(registry) -> None:
     """Each compared policy's parameters are controls of their own (from the declarations): the
     chosen policy's values reach it, missing ones take defaults, and a bad value anywhere is refused
     with a message naming the control."""
     for name in compared_policies():
-        own = [c for c in PEER_BOUNDS if PEER_OWNER[c][0] == name]
-        assert [PEER_OWNER[c][1] for c in own] == [p.name for p in POLICIES[name].parameters]
-    p = parse_params("a", EMBEDDED_LABEL, "dllm-cache", models=[EMBEDDED_LABEL], compared={"dllm_cache_rho": 0.5},
-                     **controls())
-    assert p.compared_params == {"prompt_every": 50, "response_every": 7, "rho": 0.5}
-    assert p.make_policies()[0].describe() == "dllm-cache(prompt_every=50, response_every=7, rho=0.5)"
-    none = parse_params("a", EMBEDDED_LABEL, "none", models=[EMBEDDED_LABEL], compared={"dllm_cache_rho": 0.5},
-                        **controls())
-    assert none.compared_params == {}
-    for compared, message in [({"dllm_cache_rho": 2}, r"rho \(DLLMCache\) must be between 0.05 and 1, got 2"),
+        own = [c for c in PEER_CONTROLS.values() if c.policy == name]
+        assert [c.param for c in own] == list(POLICIES[name].parameters)
+    p = race_run(registry, policy="dllm-cache", compared={"dllm_cache_rho": 0.5})
+    assert p.settings["compared_params"] == {"prompt_every": 50, "response_every": 7, "rho": 0.5}
+    assert p.policies[0].describe() == "dllm-cache(prompt_every=50, response_every=7, rho=0.5)"
+    none = race_run(registry, policy="none", compared={"dllm_cache_rho": 0.5})
+    assert none.settings["compared_params"] == {}
+    for compared, message in [({"dllm_cache_rho": 2}, r"rho \(DLLMCache\) must be a number in \[0.05, 1\], got 2"),
                               ({"elastic_gamma": "x"}, r"gamma \(ElasticCache\) must be a number"),
                               ({"elastic_gama": 0.5}, "unknown \\['elastic_gama'\\]")]:
         with pytest.raises(ValueError, match=message):
-            parse_params("a", EMBEDDED_LABEL, "elastic", models=[EMBEDDED_LABEL], compared=compared, **controls())
+            race_run(registry, policy="elastic", compared=compared)
 
 
 def test_entropycache_controls_come_from_its_declared_parameters() -> None:
     declared = POLICIES["entropy"].parameters
-    assert [p.name for p in declared] == ["tau", "k"] == CONTROL_NAMES[:2]
+    assert [p.name for p in declared] == ["tau", "k"] == list(RUN_CONTROLS)[:2]
     for p in declared:
-        b = BOUNDS[p.name]
-        assert (b.low, b.high) == p.slider_range and b.default == p.default and b.info == p.help
-        assert b.integer == (p.kind is int) and b.label.startswith(p.name)
+        c = RUN_CONTROLS[p.name]
+        assert c.param is p and c.slider_range == p.slider_range and c.default == p.default and c.info == p.help
+        assert c.label.startswith(p.name)
+
+
+def test_decode_controls_come_from_the_decode_settings_declarations() -> None:
+    """gen length, block, steps, threshold, temperature, seed: DecodeConfig's declarations as controls;
+    an optional one (steps, threshold) shows unset as 0, which no setting of it can be."""
+    assert list(RUN_CONTROLS)[2:] == [p.name for p in DecodeConfig.parameters]
+    for p in DecodeConfig.parameters:
+        c = RUN_CONTROLS[p.name]
+        assert c.param is p and c.label == (p.label or p.name) and p.help in c.info
+        if p.default is None:
+            assert c.default == 0 and c.slider_range == (0, p.slider_range[1]) and c.setting(c.check(0)) is None
+            with pytest.raises(ValueError):
+                p.check(0)  # no setting of it: on a slider, 0 can only mean unset
+        else:
+            assert c.slider_range == p.slider_range and c.default == p.default
 
 
 def test_sliders_hand_values_on_as_sent_and_write_no_stub_file() -> None:
     slider = raw_slider(0, 12, value=0.5)
     assert slider.preprocess("abc") == "abc" and slider.preprocess(2**40) == 2**40 and slider.preprocess(None) is None
     assert slider.get_block_name() == "slider"  # drawn by gr.Slider's own browser component
-    assert not list(Path(app.controls.__file__).parent.glob("*.pyi"))  # gradio writes one per component subclass
+    assert not list(Path(app.controls.panel.__file__).parent.glob("*.pyi"))  # gradio writes one per component subclass
 
 
 UNREADABLE = [  # (prompt, the words the embedded model does not know)
@@ -346,7 +365,7 @@ UNREADABLE = [  # (prompt, the words the embedded model does not know)
 @pytest.mark.parametrize(("prompt", "words"), UNREADABLE)
 def test_a_prompt_the_model_cannot_read_is_refused_before_any_run(registry, prompt: str, words: str) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     with pytest.raises(gr.Error, match=re.escape(words)) as refused:
         next(h.run(prompt, *run_args()[1:], request=SimpleNamespace(session_hash="me")))
     assert registry.choice(EMBEDDED_LABEL).trained_on in refused.value.message and len(board) == 0
@@ -447,7 +466,7 @@ def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> No
         loads.append(source)
         return object(), source
 
-    monkeypatch.setattr(app.models, "load_model", fake_load)
+    monkeypatch.setattr(app.serving.registry, "load_model", fake_load)
     choices = [ModelChoice(f"m{i}", f"src{i}", "cuda", 8, 8, ("x",)) for i in range(3)]
     one = ModelRegistry(choices)
     first = one.get("m0")
@@ -465,25 +484,25 @@ def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> No
 
 def run_args(**overrides) -> list:
     c = controls(**overrides)
-    return [PROMPT, EMBEDDED_LABEL, "none", *(c[name] for name in BOUNDS)]
+    return [PROMPT, EMBEDDED_LABEL, "none", *(c[name] for name in RUN_CONTROLS)]
 
 
 def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registry) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
     long = dict(gen_len=256, block_len=32)
     first = h.run(*run_args(**long), request=me)
     theirs = h.run(*run_args(**long), request=other)
     for _ in range(3):
         next(first)
-    assert "Waiting for the model" in next(theirs)[0]  # told once; asked again it would wait its turn
+    assert "Waiting for the model" in next(theirs)[h.panels.status]  # told once; asked again it would wait its turn
     second = h.run(*run_args(**long), request=me)
     next(second)  # starting it cancels `first` before its next step
     assert list(first) == []
     assert "Stopped." in h.ctx.stop(me)
     rest = list(second)  # no further step; one last banner, so no late update hides the stop
-    assert len(rest) == 1 and "Stopped." in rest[0][0]
+    assert len(rest) == 1 and "Stopped." in rest[0][h.panels.status]
     assert next(theirs)  # another session's run goes on
     theirs.close()
     assert len(board) == 0
@@ -491,7 +510,7 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
 
 def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_successors_flag(registry) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
     first = h.run(*run_args(**long), request=me)
@@ -505,9 +524,9 @@ def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_succes
 
 
 OUT_OF_RANGE = [
-    (dict(gen_len=100000), "gen length must be between 1 and 512"),
-    (dict(temperature=-1), "temperature must be between 0 and 2"),
-    (dict(tau=1e9), "tau .* must be between 0 and 12"),
+    (dict(gen_len=100000), "gen length must be an integer in \\[1, 512\\], got 100000"),
+    (dict(temperature=-1), "temperature must be a number in \\[0, 2\\], got -1"),
+    (dict(tau=1e9), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got 1000000000.0"),
     (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
 ]
 
@@ -516,7 +535,7 @@ OUT_OF_RANGE = [
 def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict, message: str) -> None:
     """What an API client gets past Gradio's slider bounds still meets the handler's own checks."""
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     with pytest.raises(gr.Error, match=message):
         next(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
     assert len(board) == 0  # refused before any run was registered
@@ -525,18 +544,18 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
 def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry) -> None:
     # spaces.GPU pickles the arguments into a forked worker: the race there polls only a copy of the flag
     board = RunBoard()
-    h = RaceTab(AppContext(gpu_registry, board, throttle_s=60))
+    h = race_tab(gpu_registry, board, throttle_s=60)
     sent = fake_zero_gpu(h.runner)
     me = SimpleNamespace(session_hash="z")
     c = controls()
-    out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me))
-    assert "finished" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
+    out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in RUN_CONTROLS), request=me))
+    assert "finished" in out[-1][h.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
     c = controls(gen_len=256, block_len=32)
-    run = h.run(PROMPT, "gpu", "none", *(c[name] for name in BOUNDS), request=me)
+    run = h.run(PROMPT, "gpu", "none", *(c[name] for name in RUN_CONTROLS), request=me)
     next(run), next(run)  # "Starting...", then the first step
     h.ctx.stop(me)  # sets the server's flag, not the copy the race polls
     rest = list(run)
-    assert len(rest) == 1 and "Stopped." in rest[0][0]
+    assert len(rest) == 1 and "Stopped." in rest[0][h.panels.status]
     assert not any(os.path.exists(args[1].path) for args in sent) and len(board) == 0
 
 
@@ -565,7 +584,7 @@ def test_a_stop_flag_survives_pickling_and_a_forked_worker_sees_the_servers_stop
     board = RunBoard()
     key, flag = board.begin("worker")
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = params_for(registry, gen_len=256, block_len=32)
+    params = race_run(registry, gen_len=256, block_len=32)
     ctx = multiprocessing.get_context("fork")  # what spaces uses for its GPU worker
     report = ctx.Queue()
     child = ctx.Process(
@@ -587,7 +606,7 @@ def test_a_stop_flag_survives_pickling_and_a_forked_worker_sees_the_servers_stop
 
 def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(registry) -> None:
     board = RunBoard()
-    h = RaceTab(AppContext(registry, board, throttle_s=0))
+    h = race_tab(registry, board, throttle_s=0)
     flags = []
     begin = board.begin
 
@@ -599,7 +618,7 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
     board.begin = recording_begin
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
-    assert "finished" in list(h.run(*run_args(), request=me))[-1][0]
+    assert "finished" in list(h.run(*run_args(), request=me))[-1][h.panels.status]
     stopped = h.run(*run_args(**long), request=me)
     next(stopped), next(stopped)
     h.ctx.stop(me)
@@ -624,17 +643,17 @@ def test_trace_folder_keeps_only_the_newest_files_within_the_caps(monkeypatch, t
         os.utime(tmp_path / f"entropycache-trace-old{i}.json", (now - 100 + i, now - 100 + i))
     stale = tmp_path / "entropycache-trace-stale.json"
     stale.write_text("{}")
-    os.utime(stale, (now - app.trace.MAX_AGE_S - 10,) * 2)
+    os.utime(stale, (now - app.race.trace.MAX_AGE_S - 10,) * 2)
     (tmp_path / "not-a-trace.json").write_text("{}")
 
     def traces() -> set[str]:
         return {p.name for p in tmp_path.glob("entropycache-trace-*.json")}
 
-    monkeypatch.setattr(app.trace, "MAX_FILES", 4)
+    monkeypatch.setattr(app.race.trace, "MAX_FILES", 4)
     first = write_trace({"n": 1}, tmp_path)
     assert traces() == {first.name, *(f"entropycache-trace-old{i}.json" for i in (3, 4, 5))}
-    monkeypatch.setattr(app.trace, "MAX_FILES", 200)
-    monkeypatch.setattr(app.trace, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
+    monkeypatch.setattr(app.race.trace, "MAX_FILES", 200)
+    monkeypatch.setattr(app.race.trace, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
     second = write_trace({"n": 2}, tmp_path)
     assert traces() == {first.name, second.name, "entropycache-trace-old5.json", "entropycache-trace-old4.json"}
     assert (tmp_path / "not-a-trace.json").exists()
@@ -652,12 +671,12 @@ def test_zero_gpu_decorator_is_applied_only_when_spaces_is_installed(monkeypatch
 
     monkeypatch.setitem(sys.modules, "spaces", types.SimpleNamespace(GPU=gpu))
     try:
-        gpu_mod = importlib.reload(app.gpu)
+        gpu_mod = importlib.reload(app.serving.gpu)
         gpu_mod.on_gpu(test_models_are_loaded_once)
         assert decorated == [("test_models_are_loaded_once", gpu_mod.GPU_DURATION_S)]
     finally:
         monkeypatch.delitem(sys.modules, "spaces")
-        gpu_mod = importlib.reload(app.gpu)
+        gpu_mod = importlib.reload(app.serving.gpu)
     if importlib.util.find_spec("spaces") is None:
         assert gpu_mod.spaces is None and gpu_mod.on_gpu(len) is len
 
@@ -668,7 +687,7 @@ def test_a_model_of_every_task_gets_an_example_of_each(tmp_path) -> None:
     vocabulary has only the word problems' words gets no story."""
     from conftest import save_word_problems_model
 
-    from app.models import local_choice
+    from app.serving.registry import local_choice
 
     embedded = local_choice(EMBEDDED, "embedded", "cpu")
     assert sum("question :" in e for e in embedded.examples) == 1

@@ -17,14 +17,16 @@ import plotly.graph_objects as go
 import pytest
 from conftest import fake_zero_gpu
 
-from app.context import AppContext
-from app.drift import DriftRenderer, DriftSnapshot, drift_snapshots
-from app.drift_plots import drift_matrix
-from app.drift_tab import NO_RUN, DriftRun, DriftTab
-from app.explain import explain_step
-from app.models import EMBEDDED_LABEL
-from app.params import BOUNDS, PEER_BOUNDS, parse_params, probed_policies
-from app.sessions import RunBoard, StopFlag
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, probed_policies
+from app.controls.run import RawRun, check_run
+from app.drift.decode import DriftSnapshot, drift_snapshots
+from app.drift.plots import drift_matrix
+from app.drift.render import DriftRenderer
+from app.drift.tab import NO_RUN, DriftRun, DriftTab, build_drift_tab
+from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL
+from app.serving.sessions import RunBoard, StopFlag
+from app.widgets.explain import explain_step
 from core.decoder import DecodeConfig, decode
 from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
 from core.events import StepEvent
@@ -38,7 +40,7 @@ TAU, K = 0.5, 2
 
 
 def controls(**overrides) -> dict:
-    values = {name: b.default for name, b in BOUNDS.items()}
+    values = {key: control.default for key, control in RUN_CONTROLS.items()}
     values.update(tau=TAU, k=K, gen_len=32, block_len=16)
     values.update(overrides)
     return values
@@ -46,8 +48,14 @@ def controls(**overrides) -> dict:
 
 def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, policy: str = "entropy", **overrides) -> list:
     c = controls(**overrides)
-    peers = [c.get(name, b.default) for name, b in PEER_BOUNDS.items()]
-    return [prompt, model, policy, *(c[name] for name in BOUNDS), *peers]
+    peers = [c.get(key, control.default) for key, control in PEER_CONTROLS.items()]
+    return [prompt, model, policy, *(c[key] for key in RUN_CONTROLS), *peers]
+
+
+def drift_run(registry):
+    """A Drift run of EntropyCache, checked and built as the Drift tab's handler does."""
+    return check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "entropy", controls(), {}), probed_policies(),
+                     against_ours=False)
 
 
 def direct_events(model, tokenizer) -> list[StepEvent]:
@@ -56,15 +64,17 @@ def direct_events(model, tokenizer) -> list[StepEvent]:
     return list(decode(model, ids, policy, DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
 
 
-def stream_drift(model, tokenizer, params, *, throttle_s: float = 0):
+def stream_drift(model, tokenizer, run, *, throttle_s: float = 0):
     """One rendered DriftUpdate per snapshot of the diagnostic decode (the Drift tab's stream, without the run)."""
-    renderer = DriftRenderer(model, tokenizer, params)
-    for snap in drift_snapshots(model, renderer.prompt_ids, params, throttle_s):
+    renderer = DriftRenderer(model, tokenizer, run)
+    for snap in drift_snapshots(model, renderer.prompt_ids, run, throttle_s):
         yield renderer.update(snap)
 
 
 def drift_tab(registry, throttle_s: float = 0) -> DriftTab:
-    return DriftTab(AppContext(registry, RunBoard(), throttle_s=throttle_s))
+    """The Drift tab as the app builds it."""
+    with gr.Blocks():
+        return build_drift_tab(AppContext(registry, RunBoard(), throttle_s=throttle_s))
 
 
 def same(a: float, b: float) -> bool:
@@ -76,9 +86,7 @@ def same(a: float, b: float) -> bool:
 
 def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_params(PROMPT, EMBEDDED_LABEL, "entropy", models=registry.labels, policies=probed_policies(),
-                          **controls())
-    updates = list(stream_drift(model, tokenizer, params, throttle_s=0))
+    updates = list(stream_drift(model, tokenizer, drift_run(registry), throttle_s=0))
     direct = direct_events(model, tokenizer)
     assert len(updates) == len(direct)  # throttle 0: one update per step
     for i, u in enumerate(updates):
@@ -109,14 +117,13 @@ def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations
 
 def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_params(PROMPT, EMBEDDED_LABEL, "entropy", models=registry.labels, policies=probed_policies(),
-                          **controls())
     ids = chat_prompt_ids(tokenizer, PROMPT)
+    run = drift_run(registry)
     ticks = iter(range(10_000))
-    snaps = list(drift_snapshots(model, ids, params, throttle_s=1e9, wall_clock=lambda: next(ticks)))
+    snaps = list(drift_snapshots(model, ids, run, throttle_s=1e9, wall_clock=lambda: next(ticks)))
     assert [len(s.events) for s in snaps] == [1, 32] and snaps[-1].finished and isinstance(snaps[0], DriftSnapshot)
     polls = iter([False, False, True])
-    stopped = list(drift_snapshots(model, ids, params, throttle_s=0, should_stop=lambda: next(polls)))
+    stopped = list(drift_snapshots(model, ids, run, throttle_s=0, should_stop=lambda: next(polls)))
     assert [len(s.events) for s in stopped] == [1, 2] and not stopped[-1].finished
 
 
@@ -124,8 +131,10 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     d = drift_tab(registry)
     me = SimpleNamespace(session_hash="me")
     out = list(d.run(*drift_args(), request=me))
-    assert all(len(o) == 9 for o in out) and len(d.ctx.board) == 0
-    banner, text, scatter, heatmap, volatility, final, run, slider, explanation = out[-1]
+    assert all(set(o) <= set(d.panels.outputs()) for o in out) and len(d.ctx.board) == 0
+    assert all(set(o) == set(d.panels.outputs()) for o in (out[0], out[-1]))  # the start and the end: all of them
+    banner, text, scatter, heatmap, volatility, final, run, slider, explanation = (out[-1][c] for c in
+                                                                                   d.panels.outputs())
     assert "Done" in banner and final and isinstance(run, DriftRun) and len(run.events) == 32
     assert all(isinstance(f, go.Figure) for f in (scatter, heatmap, volatility))
     assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
@@ -145,12 +154,13 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     [
         (drift_args(prompt="   "), "empty"),
         (drift_args(model="/etc/passwd"), "Unknown model"),
-        (drift_args(tau=-1), "between"),
-        (drift_args(k=1.5), "whole number"),
+        (drift_args(tau=-1), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got -1"),
+        (drift_args(k=1.5), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got 1.5"),
         (drift_args(gen_len=30), "do not fit together"),
         (drift_args(steps=4, threshold=0.9), "steps to 0"),
         (drift_args(policy="none"), "Unknown policy 'none'; choose one of: entropy, d2cache"),
-        (drift_args(policy="d2cache", d2cache_rollout_p=7), "must be between"),
+        (drift_args(policy="d2cache", d2cache_rollout_p=7),
+         "rollout_p \\(D2Cache\\) must be a number in \\[0, 1\\], got 7"),
     ],
 )
 def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
@@ -162,7 +172,7 @@ def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message:
 def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(registry) -> None:
     d = drift_tab(registry)
     out = list(d.run(*drift_args(policy="dllm-cache", dllm_cache_rho=0.5), request=SimpleNamespace(session_hash="me")))
-    banner, _, scatter, _, _, _, run, _, _ = out[-1]
+    banner, _, scatter, _, _, _, run, _, _ = (out[-1][c] for c in d.panels.outputs())
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = list(decode(model, chat_prompt_ids(tokenizer, PROMPT), make_policy("dllm-cache", rho=0.5),
                          DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
@@ -179,9 +189,10 @@ def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(reg
 def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:
     model, _ = registry.get(EMBEDDED_LABEL)
     prompt = "a " * 600  # 600 words the model knows
-    assert model.config.max_seq_len < 600 + BOUNDS["gen_len"].high  # else this test needs a longer prompt
+    longest = RUN_CONTROLS["gen_len"].slider_range[1]
+    assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
     d = drift_tab(registry)
-    too_long = drift_args(prompt, gen_len=int(BOUNDS["gen_len"].high), block_len=32)
+    too_long = drift_args(prompt, gen_len=longest, block_len=32)
     run = d.run(*too_long, request=SimpleNamespace(session_hash="me"))
     with pytest.raises(gr.Error, match="exceeds the model's"):  # core's own check, at the first step
         list(run)
@@ -196,7 +207,7 @@ def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
         next(run)
     assert "Stopped." in d.ctx.stop(me)
     rest = list(run)
-    assert "Stopped." in rest[-1][0] and len(d.ctx.board) == 0
+    assert "Stopped." in rest[-1][d.panels.status] and len(d.ctx.board) == 0
 
 
 def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(gpu_registry) -> None:
@@ -204,12 +215,12 @@ def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(g
     sent = fake_zero_gpu(d.runner)
     me = SimpleNamespace(session_hash="g")
     out = list(d.run(*drift_args(model="gpu"), request=me))
-    assert "Done" in out[-1][0] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
+    assert "Done" in out[-1][d.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
     run = d.run(*drift_args(model="gpu", gen_len=256, block_len=32), request=me)
     next(run), next(run)  # "Starting...", then the first step
     d.ctx.stop(me)  # sets the server's flag, not the copy the decode polls
     rest = list(run)
-    assert len(rest) == 1 and "Stopped." in rest[0][0] and len(d.ctx.board) == 0
+    assert len(rest) == 1 and "Stopped." in rest[0][d.panels.status] and len(d.ctx.board) == 0
 
 
 # ---- explain_step -----------------------------------------------------------------------------------

@@ -29,12 +29,12 @@ import pytest  # noqa: E402
 from gradio_client import Client  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
-import app.drift  # noqa: E402
-import app.race_stream  # noqa: E402
-from app.device_thread import CPU_THREAD  # noqa: E402
-from app.models import EMBEDDED_LABEL, build_registry  # noqa: E402
-from app.params import PEER_OWNER  # noqa: E402
-from app.sweep_plots import sweep_table  # noqa: E402
+import app.drift.decode  # noqa: E402
+import app.race.decode  # noqa: E402
+from app.controls.declared import PEER_CONTROLS  # noqa: E402
+from app.serving.device_thread import CPU_THREAD  # noqa: E402
+from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.sweep.render import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from core.bench import sweep  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
@@ -107,7 +107,7 @@ def expected(registry, a: dict) -> tuple:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, a["prompt"])
     cfg = DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"], temperature=a["temperature"], seed=a["seed"])
-    own = {param: a[c] for c, (owner, param) in PEER_OWNER.items() if owner == a["policy"] and c in a}
+    own = {c.param.name: a[key] for key, c in PEER_CONTROLS.items() if c.policy == a["policy"] and key in a}
     return tuple(
         generate(model, ids, pol, cfg)
         for pol in (make_policy(a["policy"], **own), make_policy("entropy", tau=a["tau"], k=a["k"]))
@@ -181,7 +181,7 @@ def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -
     assert [[r[i] for i in exact] for r in table["data"]] == [[r[i] for i in exact] for r in sweep_table(direct)]
     picked = client.predict("[3, 2, 1]", "accuracy", api_name="/sweep_pick")
     assert picked[:4] == (3, 2, 3, 2) and "tau 3, k 2" in picked[4]
-    with pytest.raises(AppError, match="between 0 and 12"):
+    with pytest.raises(AppError, match=re.escape("tau (EntropyCache) must be a number in [0, 12], got 99")):
         client.predict("[99, 2, 1]", "accuracy", api_name="/sweep_pick")
 
 
@@ -192,7 +192,7 @@ BAD = [
     (dict(block_len=5), "do not fit together: gen_len 32 is not a multiple of block_len 5"),
     (dict(steps=3), "do not fit together: steps 3 must be a multiple"),
     (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
-    (dict(k=2.5), "whole number"),
+    (dict(k=2.5), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got 2.5"),
     (dict(temperature=-1), "-1"),
     (dict(model="/etc/passwd"), "not in the list of choices"),
     (dict(policy="entropy"), "not in the list of choices"),
@@ -202,8 +202,8 @@ BAD = [
 def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path) -> None:
     from gradio_client import handle_file
 
-    from app.replay import Replay
-    from app.trace_reader import read_trace
+    from app.race.replay import Replay
+    from app.race.trace_reader import read_trace
 
     url, registry = served
     client = Client(url, verbose=False)
@@ -239,19 +239,19 @@ def drift_args(prompt: str = PROMPTS[0], **overrides) -> dict:
 SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", taus="0.5", ks="2", problems=1, gen_len=32, block_len=16,
              steps=0, threshold=0, metric="accuracy")
 MALFORMED = [  # what a client may send past the page: each message names the control and its range
-    ("/run", args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
-    ("/run", args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
-    ("/run", args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),
-    ("/run", args(temperature=[1]), "temperature must be a number from 0 to 2, got [1]"),
-    ("/run", args(policy="dllm-cache", dllm_cache_rho=2), "rho (DLLMCache) must be between 0.05 and 1, got 2"),
-    ("/drift", drift_args(seed=2**40), "seed must be between 0 and 2147483647, got 1099511627776"),
-    ("/drift", drift_args(tau="abc"), "tau (EntropyCache) must be a number from 0 to 12, got 'abc'"),
-    ("/drift", drift_args(k=None), "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"),
+    ("/run", args(seed=2**40), "seed must be an integer in [0, 2147483647], got 1099511627776"),
+    ("/run", args(tau="abc"), "tau (EntropyCache) must be a number in [0, 12], got 'abc'"),
+    ("/run", args(k=None), "k (EntropyCache) must be an integer in [0, 64], got None"),
+    ("/run", args(temperature=[1]), "temperature must be a number in [0, 2], got [1]"),
+    ("/run", args(policy="dllm-cache", dllm_cache_rho=2), "rho (DLLMCache) must be a number in [0.05, 1], got 2"),
+    ("/drift", drift_args(seed=2**40), "seed must be an integer in [0, 2147483647], got 1099511627776"),
+    ("/drift", drift_args(tau="abc"), "tau (EntropyCache) must be a number in [0, 12], got 'abc'"),
+    ("/drift", drift_args(k=None), "k (EntropyCache) must be an integer in [0, 64], got None"),
     ("/drift", drift_args(policy="none"), "Value: none is not in the list of choices: ['entropy', 'd2cache', "),
     ("/drift", drift_args(policy="elastic", elastic_gamma=-1), "gamma (ElasticCache) must be"),
-    ("/sweep", SWEEP | dict(problems=10**6), "The number of problems must be between 1 and 50, got 1000000"),
-    ("/sweep", SWEEP | dict(problems="many"), "The number of problems must be a whole number from 1 to 50, got 'many'"),
-    ("/sweep", SWEEP | dict(gen_len=None), "gen length must be a number from 1 to 512 (a whole one), got None"),
+    ("/sweep", SWEEP | dict(problems=10**6), "held-out prompts must be an integer in [1, 50], got 1000000"),
+    ("/sweep", SWEEP | dict(problems="many"), "held-out prompts must be an integer in [1, 50], got 'many'"),
+    ("/sweep", SWEEP | dict(gen_len=None), "gen length must be an integer in [1, 512], got None"),
 ]
 
 
@@ -263,11 +263,11 @@ def test_client_malformed_numbers_get_the_apps_own_message_naming_the_control(se
 
 def test_client_malformed_picked_point_gets_a_message_not_the_parsers(served) -> None:
     client = Client(served[0], verbose=False)
-    shape = "A picked point must be [tau, k], with tau a number from 0 to 12 and k a whole number from 0 to 64;"
+    shape = "A picked point must be [tau, k], with tau a number in [0, 12] and k an integer in [0, 64];"
     for bad in ("{not json", "[1]", '"tau"', "x" * 300):
         with pytest.raises(AppError, match=re.escape(shape)):
             client.predict(bad, "accuracy", api_name="/sweep_pick")
-    no_k = "k (EntropyCache) must be a number from 0 to 64 (a whole one), got None"
+    no_k = "k (EntropyCache) must be an integer in [0, 64], got None"
     with pytest.raises(AppError, match=re.escape(no_k)):
         client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick")
 
@@ -284,7 +284,7 @@ UNREADABLE = [  # prompts a visitor may type, with the words the embedded model 
 def decodes(monkeypatch) -> list:
     """The prompt ids of every decode the served app starts (both tabs' decoders) while the test runs."""
     started = []
-    for module in (app.race_stream, app.drift):
+    for module in (app.race.decode, app.drift.decode):
         def recording(model, prompt_ids, *rest, _decode=module.decode, **kw):
             started.append(list(prompt_ids))
             return _decode(model, prompt_ids, *rest, **kw)
@@ -311,15 +311,15 @@ def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served
 
 
 def test_every_step_of_a_cpu_decode_runs_on_the_decoding_thread(served, monkeypatch) -> None:
-    """Not on the gradio worker thread that handles the visitor (app/device_thread.py says why)."""
+    """Not on the gradio worker thread that handles the visitor (app/serving/device_thread.py says why)."""
     stepped_on = set()
 
-    def recording(*a, _decode=app.race_stream.decode, **kw):
+    def recording(*a, _decode=app.race.decode.decode, **kw):
         for event in _decode(*a, **kw):
             stepped_on.add(threading.get_ident())
             yield event
 
-    monkeypatch.setattr(app.race_stream, "decode", recording)
+    monkeypatch.setattr(app.race.decode, "decode", recording)
     out = Client(served[0], verbose=False).predict(**args(), api_name="/run")
     assert "finished" in out[0]
     assert stepped_on == {CPU_THREAD.serving_thread} and None not in stepped_on
@@ -416,8 +416,8 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
 
 
 def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, served, tmp_path) -> None:
-    from app.replay import Replay
-    from app.trace_reader import read_trace
+    from app.race.replay import Replay
+    from app.race.trace_reader import read_trace
 
     url, _ = served
     with chromium_page(url) as page:
@@ -515,10 +515,10 @@ def load_entry():
 
 
 def test_app_py_refuses_a_bad_model_folder_before_serving(tmp_path, capsys, monkeypatch) -> None:
-    import app.models
+    import app.serving.registry
 
     if MODEL:
-        monkeypatch.setattr(app.models, "EMBEDDED", Path(MODEL))
+        monkeypatch.setattr(app.serving.registry, "EMBEDDED", Path(MODEL))
     entry = load_entry()
     assert entry.main(["--model", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -545,8 +545,8 @@ def test_python_app_py_prints_its_local_url_and_serves_there() -> None:
     # `python app.py --port P`, with the embedded model swapped for ENTROPYCACHE_MODEL when that is set
     code = (
         "import pathlib, runpy, sys\n"
-        "import app.models\n"
-        "if sys.argv[1]: app.models.EMBEDDED = pathlib.Path(sys.argv[1])\n"
+        "import app.serving.registry\n"
+        "if sys.argv[1]: app.serving.registry.EMBEDDED = pathlib.Path(sys.argv[1])\n"
         "sys.argv = ['app.py', '--port', sys.argv[2]]\n"
         "runpy.run_path('app.py', run_name='__main__')\n"
     )

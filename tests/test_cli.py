@@ -91,6 +91,18 @@ def test_every_policy_parameter_has_its_flag():
             assert f"--{p.name.replace('_', '-')}" in out.stdout and f"default {p.default:g}" in out.stdout
 
 
+def test_every_decode_setting_has_its_flag():
+    """Decode flags come from the decode settings' declarations (DecodeConfig.parameters), with their help."""
+    from core.cli import FLAGS
+    from core.decoder import DecodeConfig
+
+    out = cli("generate", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    for p in DecodeConfig.parameters:
+        flag = FLAGS.get(p.name, f"--{p.name.replace('_', '-')}")
+        assert f"{flag} {p.name.upper()}" in out.stdout and p.help.split(";")[0] in out.stdout
+
+
 def test_contenders_cover_every_combination_of_listed_values():
     cs = contenders_from(["none", "entropy", "dllm-cache"], {"tau": [0.1, 1.0], "k": [3], "response_every": [2, 4]})
     assert [(c.policy, c.params) for c in cs] == [

@@ -1,4 +1,4 @@
-"""Decodes take turns on a device (app/compute.py): first come first served, never two at once, a
+"""Decodes take turns on a device (app/serving/turn_queue.py): first come first served, never two at once, a
 waiting run told its place, a long run one turn per snapshot, a stop while waiting honoured."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ import threading
 import time
 from types import SimpleNamespace
 
-from app.banner import STOPPED
-from app.compute import ComputeQueue, in_turns, waiting_text
-from app.context import AppContext
-from app.runner import TabRunner, TabView
+from app.serving.context import AppContext
+from app.serving.runner import TabRunner, TabView
+from app.serving.turn_queue import TurnQueue, in_turns, waiting_text
 
 
 class FakeClock:
@@ -23,7 +22,7 @@ class FakeClock:
 
 def test_first_come_first_served_with_places_and_estimates() -> None:
     clock = FakeClock()
-    q = ComputeQueue(clock=clock)
+    q = TurnQueue(clock=clock)
     a, b, c = q.join(), q.join(), q.join()
     assert [q.ahead(t) for t in (a, b, c)] == [0, 1, 2] and q.wait(a, 0) and not q.wait(b, 0)
     assert q.estimate_s(c) is None  # no run has finished: no history to estimate from
@@ -42,7 +41,7 @@ def test_first_come_first_served_with_places_and_estimates() -> None:
 
 def test_slices_do_not_count_in_the_estimate() -> None:
     clock = FakeClock()
-    q = ComputeQueue(clock=clock)
+    q = TurnQueue(clock=clock)
     t = q.join(record=False)
     clock.now = 100.0
     q.leave(t)
@@ -50,7 +49,7 @@ def test_slices_do_not_count_in_the_estimate() -> None:
 
 
 def test_in_turns_holds_the_queue_for_each_item_only() -> None:
-    q = ComputeQueue()
+    q = TurnQueue()
     seen = []
 
     def items():
@@ -71,18 +70,30 @@ def test_waiting_text_names_the_place_and_the_estimate() -> None:
     assert "2 runs ahead of yours, about 7 s." in waiting_text(2, 6.6)
 
 
+STATUS = "status"  # stands for a tab's banner component: the runner takes any key
+
+
+class Job:
+    def __init__(self, decode) -> None:
+        self.decode = decode
+
+    def snapshots(self, model, tokenizer, should_stop):
+        return self.decode(model, tokenizer, should_stop)
+
+
 class View(TabView):
-    n_outputs = 2
-    label = "m"
+    def __init__(self, decode) -> None:
+        super().__init__("m", STATUS)
+        self.job = Job(decode)
 
     def start(self, model, tokenizer):
-        return ("start", None), ()
+        return {STATUS: "start"}, self.job
 
     def show(self, snapshot):
-        return ("show", snapshot)
+        return {STATUS: "show", "snapshot": snapshot}
 
     def message(self, text):
-        return (text, None)
+        return {STATUS: text}
 
 
 class Registry:
@@ -99,7 +110,7 @@ class Registry:
 
 
 def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkeypatch) -> None:
-    monkeypatch.setattr("app.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
+    monkeypatch.setattr("app.serving.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
     ctx = AppContext(Registry())
     ctx.load_warm = lambda label: (object(), object())
     intervals, lock = [], threading.Lock()
@@ -112,11 +123,11 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
                 intervals.append((start, time.perf_counter()))
             yield i
 
-    runner = TabRunner(ctx, decode)
+    runner = TabRunner(ctx)
     outputs = {}
 
     def visit(name: str) -> None:
-        outputs[name] = list(runner.run(SimpleNamespace(session_hash=name), View))
+        outputs[name] = list(runner.run(SimpleNamespace(session_hash=name), lambda: View(decode)))
 
     first = threading.Thread(target=visit, args=("a",))
     first.start()
@@ -125,22 +136,22 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
     first.join()
     intervals.sort()
     assert len(intervals) == 10 and all(end <= nxt for (_, end), (nxt, _) in zip(intervals, intervals[1:]))
-    waiting = [o for o in outputs["b"] if o[0].startswith("Waiting")]
-    assert waiting == [outputs["b"][0]] and waiting[0][0].startswith("Waiting for the model: 1 run ahead of yours")
-    assert [o for o in outputs["a"] if o[0] == "show"] == [("show", i) for i in range(5)]
-    assert len(ctx.compute_queue("cpu")) == 0
+    waiting = [o for o in outputs["b"] if o[STATUS].startswith("Waiting")]
+    assert waiting == [outputs["b"][0]] and waiting[0][STATUS].startswith("Waiting for the model: 1 run ahead of yours")
+    assert [o for o in outputs["a"] if o[STATUS] == "show"] == [{STATUS: "show", "snapshot": i} for i in range(5)]
+    assert len(ctx.turn_queue("cpu")) == 0
 
 
 def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
     ctx = AppContext(Registry())
-    queue = ctx.compute_queue("cpu")
+    queue = ctx.turn_queue("cpu")
     holder = queue.join()
-    runner = TabRunner(ctx, lambda *a, should_stop: iter([1]))
+    runner = TabRunner(ctx)
     me = SimpleNamespace(session_hash="me")
-    run = runner.run(me, View)
-    assert next(run)[0].startswith("Waiting for the model")
+    run = runner.run(me, lambda: View(lambda *a: iter([1])))
+    assert next(run)[STATUS].startswith("Waiting for the model")
     ctx.stop(me)
-    assert list(run)[-1][0] == STOPPED
+    assert list(run)[-1] == {STATUS: "Stopped."}
     assert len(queue) == 1 and queue.wait(holder, 0)
 
 
@@ -159,9 +170,10 @@ def test_a_run_with_a_turn_per_snapshot_lets_a_race_in_between() -> None:
         order.append("race")
         yield 0
 
-    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, sweep, turn_per_snapshot=True).run(None, View)))
+    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, turn_per_snapshot=True).run(None,
+                                                                                                lambda: View(sweep))))
     long_run.start()
     time.sleep(0.05)
-    list(TabRunner(ctx, race).run(None, View))
+    list(TabRunner(ctx).run(None, lambda: View(race)))
     long_run.join()
     assert order.index("race") < order.index("sweep 5") and len(order) == 7

@@ -148,6 +148,17 @@ def test_bad_decode_settings_raise_clear_errors(kwargs, message):
     assert message in str(e.value)
 
 
+def test_without_a_config_a_decode_takes_the_models_own_lengths():
+    """decode(model, prompt, policy) decodes the gen and block length the model declares
+    (DecodeConfig.for_model, as the CLI and the app do), not DecodeConfig's own defaults."""
+    model = tiny_model(gen_len=16, block_len=4, eos_token_ids=())  # no end-of-text: the whole response
+    assert (DecodeConfig().gen_len, DecodeConfig().block_len) != (16, 4)
+    events = list(decode(model, PROMPT, make_policy("none")))
+    assert len(events) == 16 and len(events[-1].tokens) == 16
+    assert [e.block for e in events if e.block_done] == [0, 1, 2, 3]
+    assert generate(model, PROMPT, make_policy("none")).tokens == events[-1].tokens
+
+
 def test_bad_prompts_raise_clear_errors():
     model = tiny_model()
     with pytest.raises(ValueError, match="prompt is empty"):

@@ -1,4 +1,4 @@
-"""app/device_thread.py: CPU work handed to one serving thread, inline when nothing serves."""
+"""app/serving/device_thread.py: CPU work handed to one serving thread, inline when nothing serves."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.device_thread import DeviceThread, decode_threads, usable_cpus
+from app.serving.device_thread import DeviceThread, decode_threads, usable_cpus
 
 
 @pytest.fixture

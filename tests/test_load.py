@@ -44,7 +44,7 @@ def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
 
 
 def test_the_no_app_reference_races_the_prompt_in_this_process() -> None:
-    """--no-app: the same race through app.race's interleaver, without the server: one level of
+    """--no-app: the same race through app.race.decode's interleaver, without the server: one level of
     visitors 0, its CPU time this process's own."""
     lt = _load_test_module()
     registry = lt.build_registry(cuda=False)

@@ -47,7 +47,7 @@ def test_the_switch_is_checked_and_auto_means_off_on_the_cpu():
     assert not uses_static_passes("auto", model) and uses_static_passes("on", model)
     assert not uses_static_passes("off", model)
     with pytest.raises(ValueError, match="graphs must be one of auto, on, off, got 'yes'"):
-        DecodeConfig(graphs="yes").validate()
+        DecodeConfig(graphs="yes")
     with pytest.raises(ValueError, match="graphs must be one of auto, on, off, got 'ON'"):
         list(decode(model, PROMPT, make_policy("none"), DecodeConfig(graphs="ON")))
 

@@ -5,21 +5,29 @@ import copy
 import json
 import re
 
+import gradio as gr
 import pytest
-from test_app import params_for, stream_race
+from test_app import race_run, stream_race
 
-from app.models import EMBEDDED_LABEL
-from app.replay import PACES, Replay
-from app.replay_panel import ReplayPanel, check_frame, load_trace_file
-from app.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.race.panels import build_race_panels
+from app.race.replay import PACES, Replay
+from app.race.replay_panel import ReplayPanel, build_replay_panel, check_frame, load_trace_file
+from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.serving.registry import EMBEDDED_LABEL
 
 
 @pytest.fixture(scope="module")
 def recorded(registry, tmp_path_factory) -> dict:
     """The trace JSON of a real race on the embedded model (no cache vs EntropyCache, gen 32)."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    updates = list(stream_race(model, tokenizer, params_for(registry), trace_dir=tmp_path_factory.mktemp("traces")))
+    updates = list(stream_race(model, tokenizer, race_run(registry), trace_dir=tmp_path_factory.mktemp("traces")))
     return json.loads(updates[-1].final.trace_path.read_text())
+
+
+def replay_panel() -> ReplayPanel:
+    """The replay panel as the Race tab builds it, over the race's panels."""
+    with gr.Blocks():
+        return build_replay_panel(build_race_panels(), gr.Button())
 
 
 def replay_of(data: dict) -> Replay:
@@ -87,23 +95,27 @@ def test_replay_from_the_middle_and_with_a_throttle_keeps_the_schedule(recorded)
 
 def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
     replay = replay_of(recorded)
-    panel = ReplayPanel()
+    panel = replay_panel()
+    race = panel.race
     n = 7
     left, right = replay.counts(n)
     out = panel.step(replay, n, 1)
-    assert out[-2].value == n + 1
+    assert out[panel.slider].value == n + 1 and out[panel.frame] == n + 1
     after = replay.counts(n + 1)
     lane = replay.frames[n].lane  # frame n+1 is that lane's next step
     assert after[lane] == (left, right)[lane] + 1 and after[1 - lane] == (left, right)[1 - lane]
-    story = out[9 + lane]
+    story = out[race.lanes[lane].story]
     assert story.startswith(f"**Step {after[lane] - 1}** (block 0)") and "confidence" in story
-    assert panel.step(replay, 0, -1)[-2].value == 0 and panel.step(replay, len(replay), 1)[-2].value == len(replay)
+    assert panel.step(replay, 0, -1)[panel.slider].value == 0
+    assert panel.step(replay, len(replay), 1)[panel.slider].value == len(replay)
     n = next(i for i, f in enumerate(replay.frames) if f.lane == 0) + 1  # the left lane's first step on screen
     paused = panel.show(replay, n)
-    assert f"Replay paused: frame {n} of" in paused[0] and paused[-2].value == n
+    assert f"Replay paused: frame {n} of" in paused[race.status] and paused[panel.slider].value == n
+    assert set(paused) == set(panel.outputs())  # a frame redraws every panel of the replay
     shown = replay.counts(n)[0]
     masked = recorded["lanes"][0]["events"][shown - 1]["tokens"].count(recorded["model"]["mask_id"])
-    assert paused[2].count('class="ec-mask') - 1 == masked  # the left lane's text as of its step shown (+ legend)
+    left_text = paused[race.lanes[0].text]  # the left lane's text as of its step shown (and the legend's mask)
+    assert left_text.count('class="ec-mask') - 1 == masked
     with pytest.raises(ValueError, match=rf"Replay frame must be a whole number from 0 to {len(replay)}; got 999"):
         check_frame(replay, 999)
     with pytest.raises(ValueError, match="Nothing to replay yet"):
@@ -111,10 +123,8 @@ def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
 
 
 def test_play_refuses_an_unknown_pace(recorded) -> None:
-    import gradio as gr
-
     with pytest.raises(gr.Error, match="Pace must be one of: 1x, 10x, 100x, one step per second; got '3x'"):
-        next(ReplayPanel().play(replay_of(recorded), 0, "3x"))
+        next(replay_panel().play(replay_of(recorded), 0, "3x"))
 
 
 def mutate(data: dict, path: str, value) -> dict:
@@ -150,7 +160,7 @@ DELETE = object()
         ("lanes.0.events.0.reason", DELETE, "lanes[0].events[0]: missing reason"),
         ("lanes.0.events.0.done", True, "only the last step may be (and must be) the end of the decode"),
         ("lanes.0.compute_s", 123.0, "lanes[0].compute_s: 123.0 is not the sum of its steps' compute_s"),
-        ("settings.gen_len", 10**9, "settings.gen_len: gen length must be between 1 and 512, got 1000000000"),
+        ("settings.gen_len", 10**9, "settings.gen_len: gen length must be an integer in [1, 512], got 1000000000"),
         ("model.pieces", [], "model.pieces: expected an object, got a list"),
         ("prompt_ids", "1 2 3", "prompt_ids: expected a list, got text"),
     ],

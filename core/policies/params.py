@@ -1,8 +1,10 @@
-"""A policy's parameters, declared once: name, type, default, bounds and a line of help.
+"""A setting declared once: name, type, default, bounds, a line of help and the range a UI offers.
 
-Everything else is derived from these declarations: the policy's own validation, the command line's
-flags (core/cli.py), the bench's columns and sweeps, and the app's controls. A bad value is a
-ValueError that names the parameter and its allowed range.
+A policy's parameters (CachePolicy.parameters) and the decode settings (DecodeConfig.parameters) are
+declared this way, and everything else is derived from the declarations: the objects' own checks,
+the command line's flags (core/cli.py), the bench's columns and sweeps, and the app's controls,
+whose server-side bounds are the declared UI range. A bad value is a ValueError that names the
+setting and what it allows.
 """
 
 from __future__ import annotations
@@ -15,16 +17,23 @@ from dataclasses import dataclass
 class Param:
     name: str
     kind: type  # int or float
-    default: int | float
+    default: int | float | None  # None: an optional setting, unset unless given
     low: int | float = -math.inf  # inclusive, unless low_open
     high: int | float = math.inf  # inclusive
     help: str = ""
-    ui: tuple[int | float, int | float] | None = None  # a slider's range, inside [low, high]; default: that
+    # The range a UI offers (a slider's), inside [low, high]; default: that. A server that takes a UI's
+    # values bounds them to it (check(..., ui=True)).
+    ui: tuple[int | float, int | float] | None = None
     low_open: bool = False  # True: low itself is refused (a fraction in (0, 1])
+    label: str = ""  # what a UI calls it; default: the name
+    unset: str = ""  # an optional setting's meaning when it is not given: "one token per step"
 
     def __post_init__(self) -> None:
         if self.kind not in (int, float):
             raise TypeError(f"parameter {self.name}: kind must be int or float, got {self.kind!r}")
+        if (self.default is None) != bool(self.unset):
+            raise TypeError(f"parameter {self.name}: an optional one (default None), and only it, says what "
+                            "being unset means")
         self.check(self.default)  # a declaration whose default is out of its own range is a bug
         if self.ui is not None:
             self.check(self.ui[0]), self.check(self.ui[1])
@@ -36,27 +45,46 @@ class Param:
             raise ValueError(f"parameter {self.name} needs a finite `ui` range for a slider")
         return lo, hi
 
-    def expected(self) -> str:
-        """What a valid value is, in words: 'a positive integer', 'a number in [0, 1]'."""
-        noun = "integer" if self.kind is int else "number"
-        if self.high == math.inf and self.low == -math.inf:
-            return f"a {noun}"
-        if self.high == math.inf and self.low in (0, 1) and not self.low_open:
-            return f"a {'non-negative' if self.low == 0 else 'positive'} {noun}"
-        article, bracket = "an" if self.kind is int else "a", "(" if self.low_open else "["
-        return f"{article} {noun} in {bracket}{self.low:g}, {self.high:g}]"
+    def bounds(self, ui: bool = False) -> tuple[int | float, int | float, bool]:
+        """(low, high, low_open): the declared bounds, or with `ui` the UI's range."""
+        if ui and self.ui is not None:
+            low, high = self.ui
+            return low, high, self.low_open and low == self.low
+        return self.low, self.high, self.low_open
 
-    def check(self, value: object) -> int | float:
-        """`value` as this parameter's type if it is one inside the bounds, else a ValueError naming it."""
+    def expected(self, ui: bool = False) -> str:
+        """What a valid value is, in words: 'a positive integer', 'a number in [0, 1]'."""
+        low, high, low_open = self.bounds(ui)
+        noun = "integer" if self.kind is int else "number"
+        if high == math.inf and low in (0, 1) and not low_open:
+            return f"a {'non-negative' if low == 0 else 'positive'} {noun}"
+        article = "an" if self.kind is int else "a"
+        if high == math.inf and low == -math.inf:
+            return f"{article} {noun}"
+        bracket = "(" if low_open else "["
+        return f"{article} {noun} in {bracket}{number_text(low)}, {number_text(high)}]"
+
+    def check(self, value: object, ui: bool = False, label: str = "") -> int | float | None:
+        """`value` as this parameter's type if it is one inside the bounds (with `ui`, inside the UI's
+        range), else a ValueError that names it (as `label`, default its name). None is the value of
+        an optional setting that is not set."""
+        if value is None and self.default is None:
+            return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             item = getattr(value, "item", None)  # numpy scalars and 0-d tensors are numbers too
             value = item() if callable(item) and getattr(value, "ndim", 1) == 0 else value
+        low, high, low_open = self.bounds(ui)
         bad = isinstance(value, bool) or not isinstance(value, int | float)
         bad = bad or math.isnan(value) or (self.kind is int and not float(value).is_integer())
-        if bad or not self.low <= value <= self.high or (self.low_open and value == self.low):
+        if bad or not low <= value <= high or (low_open and value == low):
             shown = "NaN" if isinstance(value, float) and math.isnan(value) else repr(value)
-            raise ValueError(f"{self.name} must be {self.expected()}, got {shown}")
+            raise ValueError(f"{label or self.name} must be {self.expected(ui)}, got {shown}")
         return int(value) if self.kind is int else float(value)
+
+
+def number_text(value: float) -> str:
+    """A bound as a person writes it: 2147483647 in full (not 2.14748e+09), 0.5 as 0.5."""
+    return str(int(value)) if math.isfinite(value) and float(value).is_integer() else f"{value:g}"
 
 
 def check_params(policy: str, declared: tuple[Param, ...], given: dict) -> dict:

@@ -1,0 +1,104 @@
+"""The controls a visitor sets, as core declares them: EntropyCache's and each compared policy's
+parameters and the decode settings (core.Param), each with a label and a slider over its declared UI
+range.
+
+The server enforces that range too, since the HTTP API accepts any value a client sends (the sliders
+pass it on unchecked: app/controls/panel.py). Nothing is clamped or rounded silently: a bad value is
+a ValueError whose message names the control and what it allows. No gradio here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.decoder import DecodeConfig
+from core.policies import POLICIES, Param
+
+OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
+DEFAULT_COMPARED = "none"
+
+
+@dataclass(frozen=True)
+class Control:
+    """One declared setting as the app offers it. An optional setting (steps, threshold) shows 'unset'
+    as 0, a value outside its declared bounds, so that 0 cannot mean anything else."""
+
+    key: str  # the handler's and the HTTP API's parameter name: tau, gen_len, dllm_cache_rho
+    param: Param
+    label: str  # how the slider and every message name it
+    policy: str = ""  # the policy whose parameter it is ('' for a decode setting)
+
+    @classmethod
+    def of(cls, param: Param, policy: str = "", key: str = "") -> Control:
+        label = param.label or param.name
+        return cls(key or param.name, param, f"{label} ({POLICIES[policy].__name__})" if policy else label, policy)
+
+    @property
+    def optional(self) -> bool:
+        return self.param.default is None
+
+    @property
+    def default(self) -> int | float:
+        return 0 if self.optional else self.param.default
+
+    @property
+    def slider_range(self) -> tuple[int | float, int | float]:
+        low, high = self.param.slider_range
+        return (0, high) if self.optional else (low, high)
+
+    @property
+    def info(self) -> str:
+        return f"0: {self.param.unset}; {self.param.help}" if self.optional else self.param.help
+
+    def check(self, value: object) -> int | float:
+        """The value sent, if it is one the control allows (its declared UI range; 0 for an optional
+        setting left unset), as the declared type; else a ValueError that names the control."""
+        if self.optional and type(value) in (int, float) and value == 0:
+            return self.param.kind(0)
+        return self.param.check(value, ui=True, label=self.label)
+
+    def setting(self, value: int | float) -> int | float | None:
+        """A checked value as the setting it stands for (None: an optional one left unset)."""
+        return None if self.optional and value == 0 else value
+
+
+def compared_policies() -> list[str]:
+    """Every registered policy but ours, 'none' (the exact baseline) first."""
+    rest = sorted(name for name in POLICIES if name not in (OURS, DEFAULT_COMPARED))
+    return [DEFAULT_COMPARED, *rest] if DEFAULT_COMPARED in POLICIES else rest
+
+
+def probed_policies() -> list[str]:
+    """What the Drift tab may probe: ours first, then every compared policy that keeps a cache."""
+    return [OURS, *(name for name in compared_policies() if name != DEFAULT_COMPARED)]
+
+
+def control_name(policy: str, param: str) -> str:
+    """A compared policy's control as a Python name (the HTTP API's parameter): dllm-cache's rho is dllm_cache_rho."""
+    return f"{policy.replace('-', '_')}_{param}"
+
+
+DECODE_CONTROLS = {p.name: Control.of(p) for p in DecodeConfig.parameters}  # gen_len, block_len, ..., seed
+# A Race or Drift run's numbers, in the order of the handlers' parameters: tau, k, then the decode settings.
+RUN_CONTROLS = {**{p.name: Control.of(p, OURS) for p in POLICIES[OURS].parameters}, **DECODE_CONTROLS}
+# Every compared policy's own controls, by control name, in the order of compared_policies().
+PEER_CONTROLS = {control_name(name, p.name): Control.of(p, name, control_name(name, p.name))
+                 for name in compared_policies() for p in POLICIES[name].parameters}
+
+
+def decode_config(values: dict[str, int | float]) -> DecodeConfig:
+    """Checked decode controls (by key; those not given take DecodeConfig's defaults) as a DecodeConfig.
+    core judges how they fit together, in its words; only the steps/threshold clash is told first, in
+    the sliders' words, to say which one to move."""
+    steps, threshold = DECODE_CONTROLS["steps"], DECODE_CONTROLS["threshold"]
+    if values.get("steps") and values.get("threshold"):
+        raise ValueError(
+            f"Set {steps.label} to 0 or the {threshold.label} to 0 (got steps {values['steps']}, threshold "
+            f"{values['threshold']:g}): with a threshold each block is decoded until it is done, so steps has no "
+            "meaning."
+        )
+    settings = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
+    try:
+        return DecodeConfig(**settings)
+    except ValueError as e:
+        raise ValueError(f"These controls do not fit together: {e}.") from None

@@ -1,0 +1,202 @@
+"""The input panel a Race or Drift tab starts with: prompt, example prompts, model picker, Run/Stop, and
+a slider per control; and the Run it sends (PanelTab).
+
+A slider's range is its control's (app/controls/declared.py), which the handler checks again: the HTTP
+API accepts any value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets
+is the handler's, naming the control and what it allows. `prefix` keeps element ids unique when two
+tabs each have a panel.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gradio as gr
+
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
+from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, check_run
+from app.serving.context import AppContext
+from app.serving.registry import ModelRegistry
+from app.serving.runner import Outputs, TabRunner, TabView
+
+# A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these (tau, k,
+# gen_len, ..., seed, then every compared policy's own, e.g. dllm_cache_rho).
+RUN_INPUTS = ["prompt", "model", "policy", *RUN_CONTROLS, *PEER_CONTROLS]
+
+
+def raw_run(values: tuple, request: Any = None) -> tuple[RawRun, Any]:
+    """A run handler's positional values (RUN_INPUTS, Gradio's request after them) as a RawRun, and the request."""
+    if len(values) > len(RUN_INPUTS):  # Gradio passes the request positionally, after the inputs
+        *values, request = values
+    raw = dict(zip(RUN_INPUTS, values))
+    numbers = {key: raw.get(key) for key in RUN_CONTROLS}
+    compared = {key: raw[key] for key in PEER_CONTROLS if key in raw}
+    return RawRun(raw.get("prompt"), raw.get("model"), raw.get("policy"), numbers, compared), request
+
+
+def run_signature() -> inspect.Signature:
+    """A `run(self, *values, request)` handler's signature as Gradio's API should see it: one named
+    parameter per RUN_INPUTS entry, the compared policies' controls with their declared defaults (an
+    API client may leave those out)."""
+    p, kind = inspect.Parameter, inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature(
+        [p("self", kind)]
+        + [p(name, kind) for name in RUN_INPUTS if name not in PEER_CONTROLS]
+        + [p(key, kind, default=control.default) for key, control in PEER_CONTROLS.items()]
+        + [p("request", kind, default=None, annotation=gr.Request)]
+    )
+
+
+def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
+    """A gr.Slider whose value reaches the handler as the client sent it.
+
+    gr.Slider's own preprocess checks the bounds first and answers an API client with a message that
+    names no control ('Value 1099511627776 is greater than maximum value 2147483647.'), or fails on a
+    string or None with Gradio's generic error. Every handler that takes a slider checks its value
+    itself (Control.check, app/controls/declared.py), so nothing unchecked gets through. (Not a subclass: Gradio
+    writes a .pyi stub beside the source of every component subclass.)"""
+    slider = gr.Slider(*args, **kwargs)
+    slider.preprocess = _as_sent
+    return slider
+
+
+def _as_sent(payload: Any) -> Any:
+    return payload
+
+
+def bounded_slider(control: Control, value: float | None = None, prefix: str = "") -> gr.Slider:
+    """A control's slider: the range the handler enforces again (integers are checked there, not
+    rounded here), its label and help."""
+    low, high = control.slider_range
+    step = 1 if control.param.kind is int else 0.01
+    value = control.default if value is None else value
+    return raw_slider(low, high, value=value, step=step, label=control.label, info=control.info or None,
+                      elem_id=f"{prefix}ctl-{control.key}")
+
+
+@dataclass
+class Inputs:
+    prompt: gr.Textbox
+    examples: gr.Dataset
+    model: gr.Dropdown
+    policy: gr.Dropdown
+    run: gr.Button
+    stop: gr.Button
+    controls: dict[str, gr.Slider]  # by RUN_CONTROLS key
+    peer_controls: dict[str, gr.Slider]  # by PEER_CONTROLS key
+    peer_groups: dict[str, gr.Row]  # each compared policy's sliders, shown while it is picked
+
+    def for_run(self) -> list[gr.components.Component]:
+        """In the order of the run handler's parameters (RUN_INPUTS)."""
+        components = {"prompt": self.prompt, "model": self.model, "policy": self.policy, **self.controls,
+                      **self.peer_controls}
+        return [components[name] for name in RUN_INPUTS]
+
+    def per_model(self) -> list[gr.components.Component]:
+        """What a change of model resets (in the order of model_inputs' outputs)."""
+        return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"]]
+
+
+def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] | None = None,
+                 policy_label: str = "Compared policy (left panel)", run_label: str = "Run") -> Inputs:
+    """`policies`: the policy picker's choices, the first one picked (default: compared_policies())."""
+    policies = compared_policies() if policies is None else policies
+    first = registry.choice(registry.labels[0])
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(first.examples[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
+                                elem_id=f"{prefix}prompt")
+            examples = gr.Dataset(components=[prompt], samples=[[e] for e in first.examples], type="index",
+                                  label="Example prompts for this model", elem_id=f"{prefix}examples")
+        with gr.Column(scale=2):
+            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
+            policy = gr.Dropdown(policies, value=policies[0], label=policy_label, elem_id=f"{prefix}policy")
+            with gr.Row():
+                run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
+                stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
+    defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
+    with gr.Accordion("Controls", open=True):
+        controls = {}
+        for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
+            with gr.Row():
+                controls.update({key: bounded_slider(RUN_CONTROLS[key], defaults.get(key), prefix) for key in row})
+        peer_controls, peer_groups = _peer_sliders(prefix, policies)
+    return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups)
+
+
+def _peer_sliders(prefix: str, policies: list[str]) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
+    """One row of sliders per compared policy that has parameters, visible while that policy is picked.
+    Every peer control gets a slider (the handler takes them all); those of policies the picker does
+    not offer stay hidden."""
+    sliders, groups = {}, {}
+    for name in compared_policies():
+        own = [control for control in PEER_CONTROLS.values() if control.policy == name]
+        if own:
+            with gr.Row(visible=name == policies[0], elem_id=f"{prefix}peer-{name}") as groups[name]:
+                sliders.update({control.key: bounded_slider(control, prefix=prefix) for control in own})
+    return sliders, groups
+
+
+def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable, inputs: list,
+             outputs: list, api_name: str, status: gr.HTML):
+    """Connect a tab's Run and Stop; returns the run event (its Stop cancels it).
+
+    A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
+    busy), then queues the new one; "multiple" lets Run through while the old run is pending."""
+    cancel_old = run_button.click(ctx.cancel_previous, None, None, queue=False, trigger_mode="multiple",
+                                  api_visibility="private")
+    run_event = cancel_old.then(run, inputs, outputs, api_name=api_name, trigger_mode="multiple")
+    stop_button.click(ctx.stop, None, status, queue=False, cancels=[run_event], api_visibility="private")
+    return run_event
+
+
+def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_name: str, status: gr.HTML):
+    """Connect a panel: Run and Stop (wire_run), a change of model, a click on an example prompt."""
+    registry = ctx.registry
+
+    def model_inputs(label: str) -> tuple:
+        c = registry.choice(label)
+        return gr.Dataset(samples=[[e] for e in c.examples]), c.examples[0], c.gen_len, c.block_len
+
+    def pick_example(index: int | None, label: str) -> Any:
+        examples = registry.choice(label).examples
+        return examples[index] if index is not None and 0 <= index < len(examples) else gr.skip()
+
+    def show_own_controls(policy: str) -> list:
+        return [gr.Row(visible=name == policy) for name in ins.peer_groups]
+
+    run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
+    ins.model.change(model_inputs, ins.model, ins.per_model(), api_visibility="private")
+    ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
+    ins.examples.click(pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+    return run_event
+
+
+class PanelTab:
+    """A tab whose Run sends its input panel (the Race, the Drift tab): the handler checks what was sent
+    once (check_run) and streams the run as the tab's view shows it. A subclass says what its policy
+    picker offers, whether EntropyCache races the pick, and the view."""
+
+    offered: ClassVar[list[str]]
+    against_ours: ClassVar[bool]
+
+    def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
+        self.ctx, self.inputs, self.panels = ctx, inputs, panels
+        self.runner = TabRunner(ctx)
+
+    def view(self, run: Run) -> TabView:
+        raise NotImplementedError
+
+    def run(self, *values: object, request: gr.Request = None) -> Iterator[Outputs]:
+        """Check, then stream the run: the tab's panels after each throttled snapshot.
+
+        `values`: RUN_INPUTS; the HTTP API names them (run_signature)."""
+        raw, request = raw_run(values, request)
+        yield from self.runner.run(request, lambda: self.view(check_run(self.ctx.registry, raw, self.offered,
+                                                                        self.against_ours)))
+
+
+PanelTab.run.__signature__ = run_signature()  # so that the HTTP API names each input (`/run`'s dllm_cache_rho)

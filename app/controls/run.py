@@ -1,0 +1,81 @@
+"""A Race or Drift run as a visitor asked for it, checked once and built: the prompt, the model, the
+DecodeConfig and the policies, with the checked controls a trace records.
+
+`check_run` is the one place a run's raw inputs (as the UI or an API client sent them) are checked:
+the numbers against their controls (app/controls/declared.py), the prompt against the model's
+vocabulary (the registry), all before any run is registered or anything decodes. What leaves it is
+built, so no raw value travels further and nothing is built twice. No gradio here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, decode_config
+from app.serving.registry import ModelRegistry
+from core.decoder import DecodeConfig
+from core.policies import CachePolicy, make_policy
+
+MAX_PROMPT_CHARS = 2000
+
+
+class RawRun(NamedTuple):
+    """A run's inputs as sent (unchecked)."""
+    prompt: object
+    model: object
+    policy: object  # the picked policy: the Race's compared side, the Drift tab's probed one
+    numbers: dict  # by RUN_CONTROLS key
+    compared: dict  # by PEER_CONTROLS key, those sent
+
+
+@dataclass(frozen=True)
+class Run:
+    prompt: str
+    model: str  # the registry's label
+    config: DecodeConfig
+    # Built once, for one decode each (a policy keeps its decode's state): the Race's (picked, ours),
+    # the Drift tab's (picked,).
+    policies: tuple[CachePolicy, ...]
+    settings: dict  # the checked controls by name, as a trace records them (0: an optional one unset)
+
+    @property
+    def max_steps(self) -> int:
+        """The most steps a lane takes: one token per step, or `steps`. (With a threshold a block runs
+        until it is done, at least one token a step: gen length steps at most.)"""
+        return self.config.steps or self.config.gen_len
+
+
+def check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("Please enter a prompt: it is empty.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
+    return prompt.strip()
+
+
+def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], against_ours: bool) -> Run:
+    """`raw` checked and built into a Run, or a ValueError with the visitor's message. `offered`: what
+    the picked policy may be; `against_ours`: the Race's, where EntropyCache (tau, k) races the pick.
+    Compared policies' controls that were sent are checked whichever policy they belong to; the
+    picked one's missing ones take their defaults."""
+    text = check_prompt(raw.prompt)
+    if raw.model not in registry.labels:
+        raise ValueError(f"Unknown model {raw.model!r}; choose one of: {', '.join(registry.labels)}.")
+    if raw.policy not in offered:
+        raise ValueError(f"Unknown policy {raw.policy!r}; choose one of: {', '.join(offered)}.")
+    missing, extra = sorted(set(RUN_CONTROLS) - set(raw.numbers)), sorted(set(raw.numbers) - set(RUN_CONTROLS))
+    unknown = sorted(set(raw.compared) - set(PEER_CONTROLS))
+    if missing or extra or unknown:
+        raise ValueError(f"bad controls: missing {missing}, unknown {extra + unknown}")
+    values = {key: control.check(raw.numbers[key]) for key, control in RUN_CONTROLS.items()}
+    peers = {key: PEER_CONTROLS[key].check(value) for key, value in raw.compared.items()}
+    config = decode_config(values)
+    own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
+    ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
+    picked = make_policy(OURS, **ours) if raw.policy == OURS else make_policy(raw.policy, **own)
+    policies = (picked, make_policy(OURS, **ours)) if against_ours else (picked,)
+    registry.check_prompt(str(raw.model), text)
+    settings = {"prompt": text, "model": str(raw.model), "policy": str(raw.policy), **values, "compared_params": own}
+    return Run(text, str(raw.model), config, policies, settings)

@@ -1,0 +1,90 @@
+"""The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner, the
+response text and three figures, using core.diagnostics for every number.
+
+Data flows one way: the decoder yields events, this module only reads them. No gradio here.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from app.controls.declared import OURS
+from app.controls.run import Run
+from app.drift.decode import DriftSnapshot
+from app.drift.plots import drift_heatmap, drift_scatter, volatility_figure
+from app.widgets.banner import banner
+from app.widgets.text_view import TokenText, confidence_by_position, render_text
+from core.diagnostics import drift_vs_entropy, volatility_curve
+from core.events import StepEvent
+from core.loading import answer_text, chat_prompt_ids
+
+
+@dataclass(frozen=True)
+class DriftUpdate:
+    banner_html: str
+    text_html: str
+    scatter_fig: go.Figure
+    heatmap_fig: go.Figure
+    volatility_fig: go.Figure
+    stats: dict  # core.diagnostics.drift_vs_entropy of the events so far
+    curve: dict[int, float]  # core.diagnostics.volatility_curve of the events so far
+    events: tuple[StepEvent, ...]
+    final_text: str | None = None  # only on the last update of a decode that ran to the end
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+.3f}"
+
+
+class DriftRenderer:
+    """Snapshots of one diagnostic decode -> DriftUpdates."""
+
+    def __init__(self, model, tokenizer, run: Run) -> None:
+        cfg = model.config
+        self.run = run
+        self.tokenizer = tokenizer
+        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # the ids the decode gets
+        self.max_steps = run.max_steps
+        self.n_layers = cfg.n_layers
+        self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
+        self.policy = run.policies[0].describe()
+        self.tau = run.settings["tau"] if run.settings["policy"] == OURS else None  # a threshold only ours has
+
+    def empty(self, message: str) -> DriftUpdate:
+        return self._render((), message, finished=False)
+
+    def update(self, snap: DriftSnapshot) -> DriftUpdate:
+        return self._render(snap.events, "", snap.finished)
+
+    def _render(self, events: tuple[StepEvent, ...], message: str, finished: bool) -> DriftUpdate:
+        stats = drift_vs_entropy(list(events))
+        curve = volatility_curve(list(events))
+        return DriftUpdate(
+            banner_html=self._banner(events, stats, message, finished),
+            text_html=render_text(events[-1] if events else None, self.text, self.run.config.gen_len,
+                                  confidence_by_position(events)),
+            scatter_fig=drift_scatter(stats, self.tau),
+            heatmap_fig=drift_heatmap(list(events), self.n_layers, self.max_steps),
+            volatility_fig=volatility_figure(curve),
+            stats=stats,
+            curve=curve,
+            events=events,
+            final_text=answer_text(self.tokenizer, events[-1]) if finished and events else None,
+        )
+
+    def _banner(self, events, stats: dict, message: str, finished: bool) -> str:
+        if message:
+            body = message
+        else:
+            full = sum(e.full for e in events)
+            state = "Done" if finished else "Decoding"
+            body = (f"{state} ({html.escape(self.policy)}, probe on): step {len(events)} of at most {self.max_steps}, "
+                    f"{full} full. Entropy vs drift over {len(stats['entropy'])} steps: "
+                    f"1 - cos Pearson {_fmt(stats['pearson_cos'])}, Spearman {_fmt(stats['spearman_cos'])}; "
+                    f"relative L2 Pearson {_fmt(stats['pearson_l2'])}, Spearman {_fmt(stats['spearman_l2'])}.")
+        return banner(body)
+

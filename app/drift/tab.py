@@ -1,0 +1,152 @@
+"""The Drift tab: a diagnostic decode of the picked policy (core's Probe hook) streamed into three
+figures, and an Explain panel that describes any step of the finished decode in plain language.
+
+The handler checks its input as the Race tab's does (app/controls/run.py) and runs through the tab
+runner (app/serving/runner.py): one run per browser session across tabs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+from gradio.blocks import Block
+
+from app.controls.declared import probed_policies
+from app.controls.panel import PanelTab, build_inputs, raw_slider, wire_inputs
+from app.controls.run import Run
+from app.drift.decode import DriftJob
+from app.drift.render import DriftRenderer, DriftUpdate
+from app.serving.context import AppContext
+from app.serving.runner import Outputs, TabView
+from app.widgets.banner import banner
+from app.widgets.explain import explain_step
+
+NO_RUN = "Run a diagnostic decode first; then pick a step here."
+INTRO = """### Drift diagnostics
+The picked policy (EntropyCache, or one of the caches it is compared with) decodes the prompt with a probe
+on: before each step the probe compares the cache with what a full forward of the current tokens would give
+(the *drift*, per layer), and measures how much each decoded token's K/V still changes from one step to the
+next (its *volatility*, by steps since it was unmasked). The probe's extra forward is not counted in any
+step's time. *Explain a step* tells each step in the policy's own words, layer by layer for the layer-wise
+caches."""
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    """What the Explain panel needs of a finished decode (kept in the session's gr.State)."""
+    model: str  # the model's label: its tokenizer decodes the tokens
+    events: tuple  # the StepEvents core yielded, as they came
+
+    def explain(self, i: int, tokenizer) -> str:
+        """Step i, told from its own event and the next one's."""
+        after = self.events[i + 1] if i + 1 < len(self.events) else None
+        return explain_step(self.events[i], after, tokenizer)
+
+
+@dataclass(frozen=True)
+class DriftPanels:
+    status: gr.HTML
+    text: gr.HTML
+    scatter: gr.Plot
+    heatmap: gr.Plot
+    volatility: gr.Plot
+    final: gr.Textbox
+    record: gr.State  # the session's last finished decode (a DriftRun), for the Explain panel
+    step: gr.Slider  # the step explained
+    explanation: gr.Markdown
+
+    def outputs(self) -> list[Block]:
+        """What a diagnostic decode updates, in the HTTP API's order (`/drift`; the state stays server-side)."""
+        return [self.status, self.text, self.scatter, self.heatmap, self.volatility, self.final, self.record,
+                self.step, self.explanation]
+
+    def show(self, update: DriftUpdate) -> Outputs:
+        return {self.status: update.banner_html, self.text: update.text_html, self.scatter: update.scatter_fig,
+                self.heatmap: update.heatmap_fig, self.volatility: update.volatility_fig}
+
+    def cleared(self) -> Outputs:
+        """A new decode: the previous one's results and explanation go."""
+        return {self.final: "", self.record: None, self.explanation: NO_RUN,
+                self.step: gr.Slider(minimum=0, maximum=1, value=0, interactive=False)}
+
+    def finished(self, update: DriftUpdate, record: DriftRun, tokenizer) -> Outputs:
+        """The final text, and the Explain panel on the last step."""
+        last = len(record.events) - 1
+        return {self.final: update.final_text, self.record: record, self.explanation: record.explain(last, tokenizer),
+                self.step: gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True)}
+
+
+class DriftView(TabView):
+    """One diagnostic decode in the tab's panels."""
+
+    def __init__(self, run: Run, panels: DriftPanels, throttle_s: float) -> None:
+        super().__init__(run.model, panels.status)
+        self.run, self.panels, self.throttle_s = run, panels, throttle_s
+        self.renderer: DriftRenderer | None = None
+        self.tokenizer = None
+
+    def start(self, model, tokenizer) -> tuple[Outputs, DriftJob]:
+        self.renderer = DriftRenderer(model, tokenizer, self.run)
+        self.tokenizer = tokenizer
+        first = self.panels.show(self.renderer.empty("Starting...")) | self.panels.cleared()
+        return first, DriftJob(self.run, self.renderer.prompt_ids, self.throttle_s)
+
+    def show(self, snapshot) -> Outputs:
+        update = self.renderer.update(snapshot)
+        if update.final_text is None:
+            return self.panels.show(update)
+        record = DriftRun(self.run.model, update.events)
+        return self.panels.show(update) | self.panels.finished(update, record, self.tokenizer)
+
+
+class DriftTab(PanelTab):
+    """The picked policy, probed; and the Explain panel over the decode."""
+
+    offered = probed_policies()
+    against_ours = False
+
+    def view(self, run: Run) -> DriftView:
+        return DriftView(run, self.panels, self.ctx.throttle_s)
+
+    def explain(self, step: float, record: DriftRun | None) -> str:
+        """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""
+        if record is None or not record.events:
+            return NO_RUN
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
+            raise gr.Error(f"The step must be a whole number, got {step!r}.", print_exception=False)
+        if not 0 <= step < len(record.events):
+            raise gr.Error(f"The step must be between 0 and {len(record.events) - 1}, got {step:g}.",
+                           print_exception=False)
+        _, tokenizer = self.ctx.registry.get(record.model)
+        return record.explain(int(step), tokenizer)
+
+
+def build_drift_panels() -> DriftPanels:
+    """The banner, the response, the three figures, the final text and the Explain panel."""
+    status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
+    text = gr.HTML(elem_id="drift-text")
+    with gr.Row(equal_height=False):
+        scatter = gr.Plot(label="Drift vs entropy", show_label=False, elem_id="drift-scatter")
+        volatility = gr.Plot(label="Volatility", show_label=False, elem_id="drift-volatility")
+    heatmap = gr.Plot(label="Drift per layer and step", show_label=False, elem_id="drift-heatmap")
+    final = gr.Textbox(label="Final text", lines=2, interactive=False, elem_id="drift-final")
+    gr.Markdown("### Explain a step")
+    # Raw: a step out of range gets the handler's message, which names the step's range.
+    step = raw_slider(0, 1, value=0, step=1, label="step", interactive=False, elem_id="drift-step")
+    explanation = gr.Markdown(NO_RUN, elem_id="drift-explain")
+    return DriftPanels(status, text, scatter, heatmap, volatility, final, gr.State(None), step, explanation)
+
+
+def build_drift_tab(ctx: AppContext) -> DriftTab:
+    """The tab's layout and events (call inside a gr.Tab)."""
+    gr.Markdown(INTRO)
+    inputs = build_inputs(ctx.registry, prefix="drift-", policies=DriftTab.offered, policy_label="Policy probed",
+                          run_label="Run diagnostics")
+    panels = build_drift_panels()
+    tab = DriftTab(ctx, inputs, panels)
+    wire_inputs(inputs, ctx, tab.run, panels.outputs(), "drift", panels.status)
+    # change, not release: typing a step into the slider's box counts too. Cheap, so not queued behind decodes.
+    panels.step.change(tab.explain, [panels.step, panels.record], panels.explanation, queue=False,
+                       api_visibility="private")
+    return tab

@@ -1,0 +1,125 @@
+"""A fair race between decoders: interleave their step generators on one shared compute clock.
+
+Each lane's clock is the sum of its steps' compute time, which the decoder measures around each
+step on its own (on the step clock of core/device.py). The race always advances the lane whose
+clock is behind, so the lanes move as if they ran side by side on separate identical devices: the
+cheaper decoder visibly pulls ahead and finishes first, and the speedup shown is the measured one.
+Time spent here or by the caller between steps (rendering, plotting, network) is never on any clock.
+
+Snapshots come when the render throttle (app/widgets/throttle.py) says one is due, plus one when a
+lane finishes and one at the end, so rendering never takes more than a fifth of a run. No gradio here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from app.controls.run import Run
+from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
+from core.decoder import decode
+from core.events import StepEvent
+
+
+@dataclass
+class Lane:
+    name: str
+    events: list[StepEvent] = field(default_factory=list)
+    clock: float = 0.0  # summed compute_s of the steps taken so far
+    done: bool = False
+    finish_rank: int | None = None  # 1 for the lane that finished first
+
+    @property
+    def last(self) -> StepEvent | None:
+        return self.events[-1] if self.events else None
+
+    @property
+    def decoded(self) -> int:
+        """Positions unmasked by steps so far (not the tail an end-of-text fills in)."""
+        return sum(len(e.unmasked) for e in self.events)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    lanes: tuple[Lane, ...]  # copies: a snapshot never changes after it is yielded
+    stepped: int  # index of the lane that took the latest step
+    finished: bool  # every lane is done
+
+
+def _copy(lane: Lane) -> Lane:
+    return Lane(lane.name, list(lane.events), lane.clock, lane.done, lane.finish_rank)
+
+
+def race(
+    decoders: Sequence[Iterator[StepEvent]],
+    names: Sequence[str],
+    throttle_s: float = 0.0,
+    should_stop: Callable[[], bool] = lambda: False,
+    wall_clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[Snapshot]:
+    """Step the decoders fairly; yield Snapshots. Closing this generator closes every decoder.
+
+    throttle_s=0 yields after every step. `should_stop` is polled before each step: when it turns
+    true the race ends without a further snapshot (the caller asked to cancel).
+    """
+    if len(decoders) != len(names) or not decoders:
+        raise ValueError("one name per decoder, at least one decoder")
+    lanes = [Lane(name) for name in names]
+    throttle = Throttle(throttle_s, wall_clock)
+    finished_order = 0
+    try:
+        while not all(lane.done for lane in lanes):
+            if should_stop():
+                return
+            i = min((j for j, lane in enumerate(lanes) if not lane.done), key=lambda j: lanes[j].clock)
+            just_finished = _advance(lanes[i], decoders[i])
+            if just_finished:
+                finished_order += 1
+                lanes[i].finish_rank = finished_order
+            end = all(lane.done for lane in lanes)
+            if just_finished or end or throttle.due():
+                throttle.handing_over()
+                yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end)
+                throttle.rendered()
+    finally:
+        for d in decoders:
+            close = getattr(d, "close", None)
+            if close is not None:
+                close()
+
+
+def _advance(lane: Lane, decoder: Iterator[StepEvent]) -> bool:
+    """Take one step of a lane; True if that finished it."""
+    event = next(decoder, None)
+    if event is None:  # a decoder that ends without a done event still ends
+        lane.done = True
+        return True
+    lane.events.append(event)
+    lane.clock += event.compute_s
+    lane.done = bool(event.done)
+    return lane.done
+
+
+def race_snapshots(
+    model, prompt_ids: list[int], run: Run, throttle_s: float = DEFAULT_THROTTLE_S,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Snapshot]:
+    """The run's two policies on the same prompt ids, seed and settings, raced fairly (see race).
+
+    A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
+    """
+    decoders = [decode(model, prompt_ids, policy, run.config) for policy in run.policies]
+    yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop)
+
+
+@dataclass(frozen=True)
+class RaceJob:
+    """A race as its device runs it (the tab runner's Job): plain data, pickled into ZeroGPU's worker."""
+
+    run: Run
+    prompt_ids: list[int]
+    throttle_s: float = DEFAULT_THROTTLE_S
+
+    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator[Snapshot]:
+        return race_snapshots(model, self.prompt_ids, self.run, self.throttle_s, should_stop)

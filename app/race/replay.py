@@ -1,0 +1,120 @@
+"""Teaching mode: a recorded race replayed from its events, slowed down, paused, stepped; nothing is
+recomputed.
+
+A race's lanes advance on one shared clock of measured compute time (app/race/decode.py). A replay keeps that
+clock: its frames are the steps of both lanes in the order their compute time ended, and frame n is
+shown at wall time (end of its step on the shared clock) x slow-down. So at any pace the faster
+policy pulls ahead by exactly the measured ratio. "One step per second" picks the slow-down that
+makes the median step last a second. No gradio here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from app.race.decode import Lane, Snapshot
+from app.race.render import Layout
+from app.race.trace_reader import Trace
+from app.widgets.text_view import TokenText
+
+PACES = ("1x", "10x", "100x", "one step per second")
+DEFAULT_PACE = "10x"
+
+
+class Frame(NamedTuple):
+    clock_s: float  # the lane's compute clock when this step ended
+    lane: int
+    index: int  # the step's index in its lane
+
+
+@dataclass(frozen=True)
+class Replay:
+    trace: Trace
+    frames: tuple[Frame, ...]  # both lanes' steps in the order their compute ended
+
+    @classmethod
+    def of(cls, trace: Trace) -> Replay:
+        frames = []
+        for i, lane in enumerate(trace.lanes):
+            clock = 0.0
+            for j, event in enumerate(lane.events):
+                clock += event.compute_s
+                frames.append(Frame(clock, i, j))
+        return cls(trace, tuple(sorted(frames)))  # ties: the left lane first, as app/race/decode.py steps it
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def layout(self) -> Layout:
+        t = self.trace
+        s, m = t.settings, t.model
+        max_steps = max(s["gen_len"], *(len(lane.events) for lane in t.lanes))
+        text = TokenText.from_pieces(m.pieces, m.sep, m.mask_id, m.eos_ids)
+        return Layout(text, s["gen_len"], s["tau"], max_steps, m.n_layers, len(t.prompt_ids),
+                      (t.lanes[0].policy, t.lanes[1].policy))
+
+    def counts(self, n: int) -> tuple[int, int]:
+        """How many steps of each lane the first n frames show."""
+        n = self.clamp(n)
+        shown = [0, 0]
+        for frame in self.frames[:n]:
+            shown[frame.lane] += 1
+        return shown[0], shown[1]
+
+    def snapshot(self, n: int) -> Snapshot:
+        """The race as it stood after its first n frames (0: before any step)."""
+        n = self.clamp(n)
+        lanes = []
+        for lane, shown in zip(self.trace.lanes, self.counts(n)):
+            events = lane.events[:shown]
+            done = shown == len(lane.events)
+            lanes.append(Lane(lane.policy, list(events), sum(e.compute_s for e in events), done,
+                              lane.finish_rank if done else None))
+        stepped = self.frames[n - 1].lane if n else 0
+        return Snapshot(tuple(lanes), stepped, n == len(self.frames))
+
+    def clamp(self, n: int) -> int:
+        return max(0, min(int(n), len(self.frames)))
+
+    def slowdown(self, pace: str) -> float:
+        """Wall seconds per second of compute time at `pace` (one of PACES)."""
+        if pace not in PACES:
+            raise ValueError(f"Pace must be one of {', '.join(PACES)}; got {pace!r}.")
+        if pace == "one step per second":
+            median = statistics.median(e.compute_s for lane in self.trace.lanes for e in lane.events)
+            return 1 / median if median > 0 else 1.0
+        return float(pace.removesuffix("x"))
+
+    def wall_s(self, n: int, pace: str) -> float:
+        """When frame n is shown, in wall seconds from the start of the race, at `pace`."""
+        n = self.clamp(n)
+        return self.frames[n - 1].clock_s * self.slowdown(pace) if n else 0.0
+
+    def play(
+        self, start: int, pace: str, throttle_s: float = 0.0, clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Iterator[int]:
+        """Frame counts from `start` on, each yielded at its wall time (wall_s) as if the race had been
+        playing since before `start`; with throttle_s, at most one a throttle_s (frames that fall due
+        meanwhile are shown together, as the live race's throttled snapshots)."""
+        shown = self.clamp(start)
+        origin = clock() - self.wall_s(shown, pace)
+        last = None
+        while shown < len(self.frames):
+            now = clock()
+            due = shown
+            while due < len(self.frames) and origin + self.wall_s(due + 1, pace) <= now:
+                due += 1
+            # `last + throttle_s`, as `wake` below: waking at `wake` is late enough even in rounded arithmetic
+            if due > shown and (last is None or now >= last + throttle_s):
+                shown, last = due, now
+                yield shown
+                continue
+            wake = origin + self.wall_s(shown + 1, pace)
+            if last is not None:
+                wake = max(wake, last + throttle_s)
+            sleep(max(0.0, wake - now))

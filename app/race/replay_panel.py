@@ -1,0 +1,215 @@
+"""The Race tab's teaching mode: replay the last race (or a downloaded trace) slowed down, pause, step
+and scrub it, with a story per lane of what the step on screen did.
+
+The replay draws into the race's own panels (app/race/panels.py: banner, speed, text, entropy trace,
+rows, and the story beside each lane's text), whose plots then mark the step on screen; nothing is
+decoded again (app/race/replay.py). Every handler checks what it
+is sent: the frame and the pace are bounded here too, and a trace file is read strictly
+(app/race/trace_reader.py). The file comes from Gradio (an upload, or the trace the race wrote), never
+from a path a visitor typed.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+from gradio.blocks import Block
+
+from app.race.decode import Snapshot
+from app.race.panels import RacePanels
+from app.race.render import Renderer
+from app.race.replay import DEFAULT_PACE, PACES, Replay
+from app.race.speed import speedup
+from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
+from app.serving.runner import Outputs
+from app.widgets.banner import banner
+from app.widgets.explain import explain_step
+from app.widgets.throttle import DEFAULT_THROTTLE_S
+
+HELP = """### Replay (teaching mode)
+Replay the race above from its recorded steps, slowed down: both lanes stay on the shared clock of
+measured compute time, so the faster policy still pulls ahead by the measured ratio. Nothing is decoded
+again. Or load a trace downloaded from this app (also one recorded on a GPU).
+**Keys** (outside a text box): **space** plays or pauses, **left / right arrow** step back / forward."""
+NO_REPLAY = "Nothing to replay yet: run a race first (then press Replay this race), or load a trace file."
+REPLAY_CONCURRENCY = 16  # playing replays sleep between frames: they hold a worker, not the CPU
+
+# Space plays/pauses, arrows step, whenever the replay panel is on screen and no text field has the focus
+# (a pace just picked, or the slider, may have it).
+REPLAY_JS = """
+() => {
+  document.addEventListener('keydown', (ev) => {
+    const panel = document.querySelector('#replay-panel');
+    const target = ev.target;
+    if (!panel || panel.offsetParent === null || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const choice = target && target.tagName === 'INPUT' && ['radio', 'checkbox', 'range'].includes(target.type);
+    if (target && !choice && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName))) return;
+    const ids = {'ArrowRight': '#replay-next', 'ArrowLeft': '#replay-prev'};
+    let id = ids[ev.key];
+    if (ev.key === ' ') {
+      const banner = document.querySelector('#banner');
+      id = banner && banner.innerText.includes('Replay playing') ? '#replay-pause' : '#replay-play';
+    }
+    const button = id && document.querySelector(id);
+    if (!button) return;
+    ev.preventDefault();
+    button.click();
+  });
+}
+"""
+
+
+def load_trace_file(path: str | None) -> Replay:
+    """A Replay from a trace file Gradio holds (an upload or the race's own trace); ValueError otherwise."""
+    if not path:
+        raise ValueError(NO_REPLAY)
+    size = Path(path).stat().st_size
+    if size > MAX_TRACE_BYTES:  # refused before reading it
+        raise ValueError(f"The trace is {size / 2**20:.1f} MB; a trace may be at most {MAX_TRACE_BYTES >> 20} MB.")
+    return Replay.of(read_trace(Path(path).read_bytes()))
+
+
+def check_frame(replay: Replay | None, frame: object) -> tuple[Replay, int]:
+    if replay is None:
+        raise ValueError(NO_REPLAY)
+    if isinstance(frame, float) and frame.is_integer():
+        frame = int(frame)
+    if not isinstance(frame, int) or isinstance(frame, bool) or not 0 <= frame <= len(replay):
+        raise ValueError(f"Replay frame must be a whole number from 0 to {len(replay)}; got {frame!r}.")
+    return replay, frame
+
+
+def check_pace(pace: object) -> str:
+    if pace not in PACES:
+        raise ValueError(f"Pace must be one of: {', '.join(PACES)}; got {pace!r}.")
+    return pace
+
+
+def replay_banner(snap: Snapshot, message: str) -> str:
+    """Where the replay is, and the speedup measured up to the frame on screen."""
+    base, ours = snap.lanes
+    s = speedup(base, ours)
+    if s is None:
+        ratio = ""
+    elif base.done and ours.done:
+        ratio = f" EntropyCache finished: <b>{s:.2f}x</b> speedup (measured)."
+    else:
+        ratio = f" Speedup so far: <b>{s:.2f}x</b> (decode rate, measured compute time)."
+    return banner(f"{html.escape(message)}{ratio}")
+
+
+def story(replay: Replay, lane: int, shown: int, renderer: Renderer) -> str:
+    """What lane `lane`'s step on screen did and why, and what its next step did (app/widgets/explain.py)."""
+    events = replay.trace.lanes[lane].events
+    if not shown:
+        return "*No step yet.*"
+    after = events[shown] if shown < len(events) else None
+    return explain_step(events[shown - 1], after, renderer.layout.text)
+
+
+@dataclass(frozen=True)
+class ReplayPanel:
+    """The replay's handlers, drawing into the race's panels and the replay's own frame controls."""
+
+    race: RacePanels
+    replay: gr.State  # the session's Replay
+    slider: gr.Slider  # the frame on screen, to drag
+    frame: gr.Number  # the frame on screen, as the handlers read it
+
+    def outputs(self) -> list[Block]:
+        """What a frame updates, in the HTTP API's order: the race's banner and lanes, each lane's story,
+        the frame slider and the frame number."""
+        lanes = self.race.lanes
+        return [self.race.status, *(c for lane in lanes for c in lane.drawn()), *(lane.story for lane in lanes),
+                self.slider, self.frame]
+
+    def show_frame(self, replay: Replay, n: int, state: str, renderer: Renderer | None = None) -> Outputs:
+        renderer = renderer or Renderer(replay.layout(), cursor=True)
+        snap = replay.snapshot(n)
+        clock = max(lane.clock for lane in snap.lanes)
+        message = f"Replay {state}: frame {n} of {len(replay)}, compute clock {clock:.3f} s."
+        out = self.race.show(renderer.update(snap)) | {self.race.status: replay_banner(snap, message)}
+        for lane, (panels, shown) in enumerate(zip(self.race.lanes, replay.counts(n))):
+            out[panels.story] = story(replay, lane, shown, renderer)
+        return out | {self.slider: gr.Slider(maximum=len(replay), value=n), self.frame: n}
+
+    def load(self, path: str | None) -> Outputs:
+        try:
+            replay = load_trace_file(path)
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+        return {self.replay: replay} | self.show_frame(replay, 0, "loaded")
+
+    def show(self, replay: Replay | None, frame: object) -> Outputs:
+        replay, n = _checked(replay, frame)
+        return self.show_frame(replay, n, "paused")
+
+    def step(self, replay: Replay | None, frame: object, delta: int) -> Outputs:
+        replay, n = _checked(replay, frame)
+        return self.show_frame(replay, replay.clamp(n + delta), "paused")
+
+    def play(self, replay: Replay | None, frame: object, pace: object) -> Iterator[Outputs]:
+        replay, n = _checked(replay, frame)
+        try:
+            pace = check_pace(pace)
+        except ValueError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+        start = 0 if n == len(replay) else n  # at the end, Play starts over
+        renderer = Renderer(replay.layout(), cursor=True)  # one per playback: unchanged lanes are not redrawn
+        yield self.show_frame(replay, start, f"playing at {pace}", renderer)
+        for shown in replay.play(start, pace, DEFAULT_THROTTLE_S):
+            state = "finished" if shown == len(replay) else f"playing at {pace}"
+            yield self.show_frame(replay, shown, state, renderer)
+
+
+def _checked(replay: Replay | None, frame: object) -> tuple[Replay, int]:
+    try:
+        return check_frame(replay, frame)
+    except ValueError as e:
+        raise gr.Error(str(e), print_exception=False) from None
+
+
+def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:
+    """The replay's controls and events, under the race (call inside the Race tab). A replay draws into
+    the race's panels and each lane's story beside its text, which a Run clears; `race.trace` is the
+    race's trace download, what "Replay this race" loads."""
+    replay = gr.State(None, time_to_live=3600)  # per session, one replay, gone an hour after last use
+    with gr.Column(elem_id="replay-panel"):
+        gr.Markdown(HELP)
+        with gr.Row():
+            replay_race = gr.Button("Replay this race", elem_id="replay-race")
+            upload = gr.File(label="Load a trace (JSON)", file_types=[".json"], type="filepath", height=90,
+                             elem_id="replay-upload")
+            pace = gr.Radio(list(PACES), value=DEFAULT_PACE, label="Pace (slow-down of measured compute time)",
+                            elem_id="replay-pace")
+        with gr.Row():
+            prev = gr.Button("< Step back", elem_id="replay-prev")
+            play = gr.Button("Play", variant="primary", elem_id="replay-play")
+            pause = gr.Button("Pause", elem_id="replay-pause")
+            nxt = gr.Button("Step forward >", elem_id="replay-next")
+        with gr.Row():
+            slider = gr.Slider(0, 1, value=0, step=1, scale=4, elem_id="replay-slider",
+                               label="Frame (both lanes' steps, in the order their compute ended)")
+            # The frame handlers read: unbounded here, checked by check_frame with a message naming it. (The
+            # slider's own bounds change per replay, and Gradio checks an updated slider with its own words.)
+            frame = gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
+                              elem_id="replay-frame")
+    panel = ReplayPanel(race, replay, slider, frame)
+    outputs = panel.outputs()
+    played = play.click(panel.play, [replay, frame, pace], outputs, concurrency_id="replay",
+                        concurrency_limit=REPLAY_CONCURRENCY, api_name="replay_play")
+    stops = [played]
+    replay_race.click(panel.load, race.trace, [replay, *outputs], cancels=stops, api_name="replay_race")
+    upload.upload(panel.load, upload, [replay, *outputs], cancels=stops, api_name="replay_load")
+    gr.on([pause.click, frame.submit], panel.show, [replay, frame], outputs, cancels=stops, api_name="replay_show")
+    slider.release(panel.show, [replay, slider], outputs, cancels=stops, api_visibility="private")
+    prev.click(lambda r, f: panel.step(r, f, -1), [replay, frame], outputs, cancels=stops, api_visibility="private")
+    nxt.click(lambda r, f: panel.step(r, f, 1), [replay, frame], outputs, cancels=stops, api_visibility="private")
+    stories = [lane.story for lane in race.lanes]
+    run_button.click(lambda: dict.fromkeys(stories, ""), None, stories, queue=False, cancels=stops,
+                     api_visibility="private")
+    return panel

@@ -1,0 +1,268 @@
+"""Reading a trace back for a replay (app/race/replay.py): the app's own export (app/race/trace.py), read strictly,
+since a visitor may upload anything. Size first, then JSON, then every field's type and range and the
+events' consistency with each other; an error names where it is (`lanes[1].events[7].confidences[0]`)
+and what was expected. No gradio here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+
+from app.controls.declared import RUN_CONTROLS
+from app.race.trace import TRACE_FORMAT, TraceModel
+from core.events import StepEvent, Totals
+
+MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB
+MAX_EVENTS = 4096  # per lane
+MAX_LENGTH = 32768  # prompt + response positions
+MAX_ID = 2**31 - 1
+MAX_PIECES = 200_000
+MAX_CHARS = 200  # one token's text
+MAX_TEXT = 500_000  # a final text, a prompt
+MAX_STEP_S = 3600.0
+SIDES = ("left", "right")
+EVENT_FIELDS = [f.name for f in fields(StepEvent)]
+PROBE_FIELDS = ("drift_cos", "drift_l2", "volatility")  # a race's events have none
+TOTALS_FIELDS = [f.name for f in fields(Totals)]
+
+
+@dataclass(frozen=True)
+class RecordedLane:
+    side: str
+    policy: str
+    text: str
+    finish_rank: int | None
+    events: list[StepEvent]
+
+
+@dataclass(frozen=True)
+class Trace:
+    settings: dict
+    prompt_ids: list[int]
+    speedup: float | None
+    model: TraceModel
+    lanes: tuple[RecordedLane, RecordedLane]
+
+
+def read_trace(data: bytes) -> Trace:
+    """A validated Trace from a trace file's bytes; ValueError with a plain message otherwise."""
+    if len(data) > MAX_TRACE_BYTES:
+        raise ValueError(f"The trace is {len(data) / 2**20:.1f} MB; a trace may be at most {MAX_TRACE_BYTES >> 20} MB.")
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"The trace is not JSON: {str(e)[:200]}") from None
+    top = _object(raw, "the trace", ("format", "model", "settings", "prompt_ids", "speedup", "lanes"))
+    if top["format"] != TRACE_FORMAT:
+        raise ValueError(f"format: expected {TRACE_FORMAT!r} (a trace this app downloads), got {_show(top['format'])}")
+    settings = _settings(top["settings"])
+    prompt_ids = [_int(v, f"prompt_ids[{i}]", 0, MAX_ID) for i, v in enumerate(_list(top["prompt_ids"], "prompt_ids",
+                                                                                        MAX_LENGTH))]
+    if not prompt_ids or len(prompt_ids) + settings["gen_len"] > MAX_LENGTH:
+        raise ValueError(f"prompt_ids: expected 1 to {MAX_LENGTH - settings['gen_len']} ids, got {len(prompt_ids)}")
+    model = _model(top["model"])
+    speedup = None if top["speedup"] is None else _number(top["speedup"], "speedup", 0, 1e6)
+    lanes = _list(top["lanes"], "lanes", 2)
+    if len(lanes) != 2:
+        raise ValueError(f"lanes: expected 2 lanes (left and right), got {len(lanes)}")
+    shape = _Shape(len(prompt_ids), settings["gen_len"], model)
+    read = tuple(_lane(lane, f"lanes[{i}]", SIDES[i], shape) for i, lane in enumerate(lanes))
+    return Trace(settings, prompt_ids, speedup, model, read)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    prompt_len: int
+    gen_len: int
+    model: TraceModel
+
+    @property
+    def length(self) -> int:
+        return self.prompt_len + self.gen_len
+
+
+def _settings(raw: object) -> dict:
+    s = _object(raw, "settings", ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
+    for name in ("prompt", "model", "policy"):
+        _str(s[name], f"settings.{name}", MAX_TEXT)
+    for name, control in RUN_CONTROLS.items():  # as every run's controls are checked
+        try:
+            s[name] = control.check(s[name])
+        except ValueError as e:
+            raise ValueError(f"settings.{name}: {e}") from None
+    compared = _object(s["compared_params"], "settings.compared_params", (), optional=True)
+    for name, value in compared.items():
+        _number(value, f"settings.compared_params.{name}", -1e9, 1e9)
+    return s
+
+
+def _model(raw: object) -> TraceModel:
+    m = _object(raw, "model", ("mask_id", "eos_ids", "n_layers", "sep", "pieces"))
+    pieces = _object(m["pieces"], "model.pieces", (), optional=True)
+    if len(pieces) > MAX_PIECES:
+        raise ValueError(f"model.pieces: at most {MAX_PIECES} tokens, got {len(pieces)}")
+    text = {}
+    for key, piece in pieces.items():
+        if not (key.isascii() and key.isdigit()) or int(key) > MAX_ID:
+            raise ValueError(f"model.pieces: {_show(key)} is not a token id")
+        text[int(key)] = _str(piece, f"model.pieces[{key}]", MAX_CHARS)
+    eos = [_int(v, f"model.eos_ids[{i}]", 0, MAX_ID) for i, v in enumerate(_list(m["eos_ids"], "model.eos_ids", 16))]
+    mask_id, n_layers = _int(m["mask_id"], "model.mask_id", 0, MAX_ID), _int(m["n_layers"], "model.n_layers", 1, 1024)
+    return TraceModel(mask_id, eos, n_layers, _str(m["sep"], "model.sep", 1), text)
+
+
+def _lane(raw: object, where: str, side: str, shape: _Shape) -> RecordedLane:
+    lane = _object(raw, where, ("side", "policy", "text", "compute_s", "finish_rank", "totals", "events"))
+    if lane["side"] != side:
+        raise ValueError(f"{where}.side: expected {side!r}, got {_show(lane['side'])}")
+    raw_events = _list(lane["events"], f"{where}.events", MAX_EVENTS)
+    if not raw_events:
+        raise ValueError(f"{where}.events: a replay needs at least one step")
+    events = [_event(e, f"{where}.events[{i}]", i, shape) for i, e in enumerate(raw_events)]
+    if not events[-1].done or any(e.done for e in events[:-1]):
+        raise ValueError(f"{where}.events: only the last step may be (and must be) the end of the decode")
+    clock = _number(lane["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S * MAX_EVENTS)
+    if not math.isclose(clock, sum(e.compute_s for e in events), rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(f"{where}.compute_s: {clock} is not the sum of its steps' compute_s")
+    rank = lane["finish_rank"]
+    if rank not in (1, 2) or isinstance(rank, bool):
+        raise ValueError(f"{where}.finish_rank: expected 1 or 2, got {_show(rank)}")
+    return RecordedLane(side, _str(lane["policy"], f"{where}.policy", MAX_CHARS), _str(lane["text"], f"{where}.text",
+                                                                                        MAX_TEXT), rank, events)
+
+
+def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
+    e = _object(raw, where, EVENT_FIELDS)
+    for name in PROBE_FIELDS:
+        if e[name] is not None:
+            raise ValueError(f"{where}.{name}: a race's steps have none, got {_show(e[name])}")
+    if _int(e["step"], f"{where}.step", 0, MAX_EVENTS) != index:
+        raise ValueError(f"{where}.step: expected {index} (steps in order from 0), got {e['step']}")
+    if _int(e["prompt_len"], f"{where}.prompt_len", 0, MAX_LENGTH) != shape.prompt_len:
+        raise ValueError(f"{where}.prompt_len: expected {shape.prompt_len} (the prompt's ids), got {e['prompt_len']}")
+    tokens = _ids(e["tokens"], f"{where}.tokens", shape, shape.gen_len, allow_mask=True)
+    if len(tokens) != shape.gen_len:
+        raise ValueError(f"{where}.tokens: expected {shape.gen_len} (settings.gen_len), got {len(tokens)}")
+    unmasked = _positions(e["unmasked"], f"{where}.unmasked", shape.prompt_len, shape.length)
+    n = len(unmasked)
+    out = dict(
+        step=index,
+        block=_int(e["block"], f"{where}.block", 0, MAX_LENGTH),
+        prompt_len=shape.prompt_len,
+        tokens=tokens,
+        unmasked=unmasked,
+        unmasked_tokens=_ids(e["unmasked_tokens"], f"{where}.unmasked_tokens", shape, n),
+        entropies=_numbers(e["entropies"], f"{where}.entropies", n, 0, 100),
+        confidences=_numbers(e["confidences"], f"{where}.confidences", n, 0, 1),
+        max_entropy=_number(e["max_entropy"], f"{where}.max_entropy", 0, 100),
+        full=_bool(e["full"], f"{where}.full"),
+        reason=_str(e["reason"], f"{where}.reason", 2000),
+        rows=_positions(e["rows"], f"{where}.rows", 0, shape.length),
+        layer_rows=[_int(v, f"{where}.layer_rows[{i}]", 0, shape.length)
+                    for i, v in enumerate(_list(e["layer_rows"], f"{where}.layer_rows", shape.model.n_layers))],
+        compute_s=_number(e["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S),
+        decision_s=_number(e["decision_s"], f"{where}.decision_s", 0, MAX_STEP_S),
+        capture_s=_number(e["capture_s"], f"{where}.capture_s", 0, MAX_STEP_S),
+        totals=_totals(e["totals"], f"{where}.totals"),
+        done=_bool(e["done"], f"{where}.done"),
+        block_done=_bool(e["block_done"], f"{where}.block_done"),
+    )
+    for name in ("unmasked_tokens", "entropies", "confidences"):
+        if len(out[name]) != n:
+            raise ValueError(f"{where}.{name}: expected one per unmasked position ({n}), got {len(out[name])}")
+    if len(out["layer_rows"]) != shape.model.n_layers:
+        raise ValueError(f"{where}.layer_rows: expected one per layer ({shape.model.n_layers}), "
+                         f"got {len(out['layer_rows'])}")
+    return StepEvent(**out)
+
+
+def _totals(raw: object, where: str) -> Totals:
+    t = _object(raw, where, (*TOTALS_FIELDS, "rows_fraction", "tokens_per_s"))
+    return Totals(**{name: (_number(t[name], f"{where}.{name}", 0, MAX_STEP_S * MAX_EVENTS) if name.endswith("_s")
+                            else _int(t[name], f"{where}.{name}", 0, MAX_ID)) for name in TOTALS_FIELDS})
+
+
+def _ids(raw: object, where: str, shape: _Shape, max_len: int, allow_mask: bool = False) -> list[int]:
+    """Token ids whose text the trace carries (or the mask id, where allowed)."""
+    out = []
+    for i, v in enumerate(_list(raw, where, max_len)):
+        token = _int(v, f"{where}[{i}]", 0, MAX_ID)
+        if token not in shape.model.pieces and not (allow_mask and token == shape.model.mask_id):
+            raise ValueError(f"{where}[{i}]: token {token} has no text in model.pieces")
+        out.append(token)
+    return out
+
+
+def _positions(raw: object, where: str, low: int, high: int) -> list[int]:
+    """Distinct positions in [low, high)."""
+    out = [_int(v, f"{where}[{i}]", low, high - 1) for i, v in enumerate(_list(raw, where, high - low))]
+    if len(set(out)) != len(out):
+        raise ValueError(f"{where}: a position appears twice")
+    return out
+
+
+def _numbers(raw: object, where: str, max_len: int, low: float, high: float) -> list[float]:
+    return [_number(v, f"{where}[{i}]", low, high) for i, v in enumerate(_list(raw, where, max_len))]
+
+
+def _object(raw: object, where: str, keys: tuple[str, ...] | list[str], optional: bool = False) -> dict:
+    """A JSON object with exactly `keys` (any keys if `optional` and keys is empty)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object, got {_kind(raw)}")
+    if optional and not keys:
+        return dict(raw)
+    missing = [k for k in keys if k not in raw]
+    extra = [k for k in raw if k not in keys]
+    if missing or extra:
+        problem = f"missing {', '.join(missing)}" if missing else f"unknown field {_show(extra[0])}"
+        raise ValueError(f"{where}: {problem}")
+    return dict(raw)
+
+
+def _list(raw: object, where: str, max_len: int) -> list:
+    return _sized(raw, where, list, max_len, "entries")
+
+
+def _str(raw: object, where: str, max_len: int) -> str:
+    return _sized(raw, where, str, max_len, "characters")
+
+
+def _sized(raw: object, where: str, kind: type, max_len: int, unit: str):
+    if not isinstance(raw, kind):
+        raise ValueError(f"{where}: expected {_kind(kind())}, got {_kind(raw)}")
+    if len(raw) > max_len:
+        raise ValueError(f"{where}: at most {max_len} {unit}, got {len(raw)}")
+    return raw
+
+
+def _int(raw: object, where: str, low: int, high: int) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool):
+        raise ValueError(f"{where}: expected a whole number, got {_kind(raw)}")
+    if not low <= raw <= high:
+        raise ValueError(f"{where}: expected {low} to {high}, got {raw}")
+    return raw
+
+
+def _number(raw: object, where: str, low: float, high: float) -> float:
+    if not isinstance(raw, int | float) or isinstance(raw, bool):
+        raise ValueError(f"{where}: expected a number, got {_kind(raw)}")
+    if not (math.isfinite(raw) and low <= raw <= high):
+        raise ValueError(f"{where}: expected a number from {low:g} to {high:g}, got {raw}")
+    return float(raw)
+
+
+def _bool(raw: object, where: str) -> bool:
+    if not isinstance(raw, bool):
+        raise ValueError(f"{where}: expected true or false, got {_kind(raw)}")
+    return raw
+
+
+def _kind(raw: object) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(raw), f"the number {raw}" if isinstance(raw, int | float) else type(raw).__name__)
+
+
+def _show(raw: object) -> str:
+    return repr(raw)[:60]

@@ -1,0 +1,64 @@
+"""What every tab shares: the model registry, the session run board, the compute queues, the render
+throttle, the warm-up.
+
+One AppContext per app (app/ui.py builds it); each tab's handlers take it, never another tab's
+handlers. A Run or Stop in any tab acts on the browser session's one run (app/serving/sessions.py).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import gradio as gr
+
+from app.serving.registry import ModelRegistry
+from app.serving.sessions import RunBoard
+from app.serving.turn_queue import TurnQueue
+from app.widgets.banner import STOPPED
+from app.widgets.throttle import DEFAULT_THROTTLE_S
+from core.decoder import DecodeConfig, decode
+from core.policies import make_policy
+
+
+class AppContext:
+    def __init__(self, registry: ModelRegistry, board: RunBoard | None = None,
+                 throttle_s: float = DEFAULT_THROTTLE_S) -> None:
+        self.registry = registry
+        self.board = RunBoard() if board is None else board  # `or` would not do: an empty board is falsy
+        self.throttle_s = throttle_s
+        self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
+        self._queues = {"cpu": TurnQueue(), "cuda": TurnQueue()}  # decodes take turns per device
+
+    def turn_queue(self, device: str) -> TurnQueue:
+        """The queue of the device a model runs on ('cpu' or 'cuda'): one decode at a time on it."""
+        return self._queues[device]
+
+    def load_warm(self, label: str) -> tuple[object, object]:
+        """(model, tokenizer), warmed up once per process (see warm_up)."""
+        model, tokenizer = self.registry.get(label)
+        if model not in self._warm:
+            warm_up(model)
+            self._warm.add(model)
+        return model, tokenizer
+
+    def cancel_previous(self, request: gr.Request = None) -> None:
+        """Runs before a new Run is queued, so a run in flight stops even while the new one waits for a slot."""
+        self.board.cancel(getattr(request, "session_hash", None), reason="replaced")
+
+    def stop(self, request: gr.Request = None) -> str:
+        """Every tab's Stop: the session's run ends within one step; returns the banner that says so."""
+        # Gradio's own cancel (cancels=[run_event]) may already have closed the run; the flag covers a
+        # run caught mid-step, which Gradio cannot close, and a ZeroGPU worker, which closing does not stop.
+        self.board.cancel(getattr(request, "session_hash", None))
+        return STOPPED
+
+
+def warm_up(model) -> None:
+    """One tiny decode (a full step, then a partial one), so that one-time costs (allocations, kernel
+    selection, lazily built tables) land on no run's clock: the lane stepped first would pay them.
+    Its prompt is a few arbitrary token ids: what they say does not matter, and no text is needed
+    that every tokenizer can read."""
+    ids = [0] * 8
+    policy = make_policy("entropy", tau=float("inf"))
+    for _ in decode(model, ids, policy, DecodeConfig(gen_len=8, block_len=8, steps=2)):
+        pass

@@ -1,0 +1,90 @@
+"""What the Sweep tab shows of a sweep's bench rows: the Pareto plot, the table, the progress bar.
+
+Each point is one (tau, k) of EntropyCache: measured speedup over the exact decoder (x) against
+accuracy or agreement (y). The points no other point beats on both axes form the Pareto front, drawn
+as a line: the settings worth choosing between. Every point carries its (tau, k) as customdata, which
+the page sends back when the point is clicked (app/sweep/tab.py). No gradio here.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from app.widgets.banner import banner
+from app.widgets.plot_style import MARGIN
+from core.bench import Progress
+
+METRICS = {"accuracy": "accuracy (right answers; stories: checker pass)",
+           "agreement": "agreement with the exact decoder (tokens)"}
+TABLE_HEADERS = ["policy", "tau", "k", "speedup", "ceiling", "accuracy", "agreement", "rows", "full steps",
+                 "decision"]
+K_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]
+FRONT_COLOR = "#ff7f0e"
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points that no other point dominates (at least as good on both axes, better on
+    one), ordered by x: the trade-off curve of higher-is-better x and y."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        dominated = any(ox >= x and oy >= y and (ox > x or oy > y) for ox, oy in points)
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: points[i])
+
+
+def pareto_figure(rows: list[dict], metric: str, selected: tuple[float, int] | None = None) -> go.Figure:
+    """Speedup (x) against `metric` (y) for every entropy row; `none` at its reference point (1x)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; one of {', '.join(METRICS)}")
+    points = [r for r in rows if r["policy"] == "entropy"]
+    fig = go.Figure()
+    for color, k in zip(K_COLORS, sorted({r["params"]["k"] for r in points})):
+        mine = [r for r in points if r["params"]["k"] == k]
+        fig.add_trace(go.Scatter(
+            x=[r["speedup"] for r in mine], y=[r[metric] for r in mine], mode="markers+text", name=f"k = {k}",
+            text=[f"{r['params']['tau']:g}" for r in mine], textposition="top center",
+            customdata=[[r["params"]["tau"], k] for r in mine],
+            marker=dict(size=12, color=color, line=dict(width=1, color="#333")),
+            hovertemplate=(f"tau %{{customdata[0]}}, k %{{customdata[1]}}<br>speedup %{{x:.2f}}x<br>{metric} "
+                           "%{y:.3f}<br>click to load these settings<extra></extra>"),
+        ))
+    front = pareto_front([(r["speedup"], r[metric]) for r in points])
+    if len(front) > 1:
+        fig.add_trace(go.Scatter(x=[points[i]["speedup"] for i in front], y=[points[i][metric] for i in front],
+                                 mode="lines", name="Pareto front", line=dict(color=FRONT_COLOR, dash="dot"),
+                                 hoverinfo="skip"))
+    for r in rows[:1]:  # the reference (normally none) sits at 1x by definition
+        fig.add_trace(go.Scatter(x=[r["speedup"]], y=[r[metric]], mode="markers+text", name=r["label"],
+                                 text=[r["label"]], textposition="bottom center", hoverinfo="skip",
+                                 marker=dict(size=10, color="#888", symbol="square")))
+    if selected is not None:
+        chosen = [r for r in points if (r["params"]["tau"], r["params"]["k"]) == selected]
+        fig.add_trace(go.Scatter(x=[r["speedup"] for r in chosen], y=[r[metric] for r in chosen], mode="markers",
+                                 name="loaded", hoverinfo="skip",
+                                 marker=dict(size=22, color="rgba(0,0,0,0)", line=dict(width=3, color="#d62728"))))
+    n = rows[0]["n"] if rows else 0
+    title = f"EntropyCache: speedup vs {metric} over {n} problem{'s' * (n != 1)} (labels: tau)"
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=380, margin=MARGIN, template="plotly_white",
+                      xaxis=dict(title="speedup over the exact decoder (measured)"),
+                      yaxis=dict(title=METRICS[metric], range=[0, 1.08]), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def sweep_table(rows: list[dict]) -> list[list]:
+    """One line per bench row, in TABLE_HEADERS order."""
+    out = []
+    for r in rows:
+        tau, k = r["params"].get("tau", ""), r["params"].get("k", "")
+        out.append([r["policy"], tau, k, round(r["speedup"], 2), round(r["ceiling"], 2), round(r["accuracy"], 3),
+                    round(r["agreement"], 4), round(r["rows_fraction"], 3), round(r["full_steps_fraction"], 3),
+                    f"{r['decision_overhead']:.2%}"])
+    return out
+
+
+def progress_html(p: Progress, n_problems: int, label: str = "Sweep") -> str:
+    """A progress bar over the sweep's decodes (the warm-up's included), and the problems done."""
+    text = f"{html.escape(label)}: {p.decodes} of {p.total} decodes, {p.problems} of {n_problems} problems done"
+    return banner(f'{text} <progress id="sweep-progress" value="{p.decodes}" max="{p.total}"></progress>')

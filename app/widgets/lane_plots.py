@@ -1,0 +1,90 @@
+"""Plotly figures of one lane's events: the entropy trace and the recomputed-rows heatmaps.
+
+Axes are sized for the whole decode from the first step, so the figures fill in instead of rescaling.
+Heatmaps are numpy arrays: plotly sends them as compact typed arrays, not lists of numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.widgets.plot_style import FULL_COLOR, LINE_COLOR, MARGIN, TAU_COLOR
+from core.events import StepEvent
+
+# position x step cells: -1 step not taken yet, 0 row reused from the cache, 1 recomputed, 2 unmasked
+ROW_SCALE = [[0, "#ffffff"], [0.25, "#ffffff"], [0.25, "#e4e7ec"], [0.5, "#e4e7ec"], [0.5, "#2f6fed"],
+             [0.75, "#2f6fed"], [0.75, "#ffb000"], [1, "#ffb000"]]
+CURSOR_COLOR = "#2ca02c"
+
+
+def entropy_figure(events: list[StepEvent], tau: float, max_steps: int, title: str = "",
+                   cursor: int | None = None) -> go.Figure:
+    """Max entropy of the tokens unmasked at each step, the tau line, and full-recompute steps; a
+    replay's `cursor` step marked by a vertical line."""
+    steps = [e.step for e in events]
+    ent = [e.max_entropy for e in events]
+    full = [e for e in events if e.full]
+    top = max([tau * 1.2, *ent, 0.5])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=steps, y=ent, mode="lines+markers", name="max entropy", marker=dict(size=4),
+                             line=dict(color=LINE_COLOR, width=1.5)))
+    fig.add_trace(go.Scatter(x=[e.step for e in full], y=[e.max_entropy for e in full], mode="markers",
+                             name="full recompute", marker=dict(color=FULL_COLOR, symbol="x", size=7)))
+    fig.add_trace(go.Scatter(x=[-0.5, max_steps - 0.5], y=[tau, tau], mode="lines", name=f"tau = {tau:g}",
+                             line=dict(color=TAU_COLOR, dash="dash", width=1.5), hoverinfo="skip"))
+    fig.update_layout(title=dict(text=title or "Entropy trace", font=dict(size=13)), height=260, margin=MARGIN,
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom", font=dict(size=10)),
+                      xaxis=dict(title="step", range=[-0.5, max_steps - 0.5]),
+                      yaxis=dict(title="nats", range=[0, top * 1.05]), template="plotly_white")
+    if cursor is not None:
+        fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), annotation_text=f"step {cursor}",
+                      annotation_position="top left")
+    return fig
+
+
+def layer_matrix(events: list[StepEvent], n_layers: int, max_steps: int, length: int) -> np.ndarray:
+    """[layer, step] fraction of the sequence's rows computed; NaN for steps not taken yet."""
+    z = np.full((n_layers, max_steps), np.nan, dtype=np.float32)
+    for e in events:
+        if e.step < max_steps:
+            z[:, e.step] = np.asarray(e.layer_rows[:n_layers], dtype=np.float32) / length
+    return z
+
+
+def row_matrix(events: list[StepEvent], max_steps: int, length: int) -> np.ndarray:
+    """[position, step]: 0 reused, 1 recomputed, 2 unmasked in that step; -1 for steps not taken yet."""
+    z = np.full((length, max_steps), -1, dtype=np.int8)  # int8: a quarter of the bytes sent per update
+    for e in events:
+        if e.step < max_steps:
+            z[:, e.step] = 0
+            z[e.rows, e.step] = 1
+            z[e.unmasked, e.step] = 2
+    return z
+
+
+def rows_figure(events: list[StepEvent], n_layers: int, max_steps: int, length: int, prompt_len: int,
+                cursor: int | None = None) -> go.Figure:
+    """Two heatmaps over steps: per layer, the share of rows recomputed; per position, which rows; a
+    replay's `cursor` step marked on both."""
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.12, shared_xaxes=True,
+                        subplot_titles=("rows recomputed per layer (share of sequence)",
+                                        "which rows: reused / recomputed / unmasked"))
+    fig.add_trace(go.Heatmap(z=layer_matrix(events, n_layers, max_steps, length), zmin=0, zmax=1,
+                             colorscale="Blues", showscale=False,
+                             hovertemplate="step %{x}<br>layer %{y}<br>%{z:.0%} of rows<extra></extra>"), 1, 1)
+    fig.add_trace(go.Heatmap(z=row_matrix(events, max_steps, length), zmin=-1, zmax=2, colorscale=ROW_SCALE,
+                             showscale=False, hovertemplate="step %{x}<br>position %{y}<extra></extra>"), 2, 1)
+    # The prompt/response boundary, so the prompt's rows (reused by every caching policy) stand out.
+    fig.add_hline(y=prompt_len - 0.5, line=dict(color="#444", width=1, dash="dot"), row=2, col=1)
+    fig.update_xaxes(range=[-0.5, max_steps - 0.5])
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_yaxes(title_text="layer", row=1, col=1)
+    fig.update_yaxes(title_text="position", range=[length - 0.5, -0.5], row=2, col=1)
+    fig.update_layout(height=420, margin=MARGIN, template="plotly_white")
+    fig.update_annotations(font_size=12)
+    if cursor is not None:
+        for row in (1, 2):
+            fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), row=row, col=1)
+    return fig
