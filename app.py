@@ -18,6 +18,7 @@ from app.serving.device_thread import CPU_THREAD, decode_threads, usable_cpus
 from app.serving.gpu import CONCURRENCY, is_zero_gpu
 from app.serving.registry import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
+from core.passes import GRAPH_MODES, GRAPHS_HELP
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -31,6 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="runs admitted at once; they decode one at a time per device, in turn")
     ap.add_argument("--threads", type=int, default=decode_threads(),
                     help="CPU threads a decode uses (default: every core but one, which the server keeps)")
+    ap.add_argument("--graphs", choices=GRAPH_MODES, default=GRAPH_MODES[0],
+                    help=GRAPHS_HELP + "; both lanes of every race alike")
     return ap.parse_args(argv)
 
 
@@ -48,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     # ZeroGPU loads every model at startup and lends each run a whole GPU slice: keep them all resident.
     max_gpu_models = 8 if is_zero_gpu() else 1
     try:
-        registry = build_registry([*args.model, *extra_dirs_from_env()], max_gpu_models=max_gpu_models)
+        registry = build_registry([*args.model, *extra_dirs_from_env()], max_gpu_models=max_gpu_models,
+                                  graphs=args.graphs)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -247,15 +247,17 @@ def _give_back(model: DiffusionTransformer, workspace: Workspace) -> None:
         del owned.idle[:-MAX_IDLE_WORKSPACES]
 
 
-def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, max_rows: int, mode: str = "auto",
-                  lanes: int = 2) -> float:
+def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode: str = "auto",
+                  max_rows: int | None = None, lanes: int = 2) -> float:
     """Capture now, in `lanes` workspaces of `length` positions, the graphs of the full pass and of every
-    partial pass of up to `max_rows` rows, so that the next `lanes` decodes of that length running at
-    once (a race's two lanes) replay them from their first step: what an app does while it warms up,
-    before any visitor's race. Returns the seconds it took (0 where nothing is captured: on a CPU,
-    or with graphs off)."""
+    partial pass of up to `max_rows` rows (default two blocks: EntropyCache's partial passes, a block's
+    masks and its last and k recent tokens, and Fast-dLLM's, a block, fit), so that the next `lanes`
+    decodes of that length at once (a race's two lanes) replay them from their first step: what an
+    app does while it warms up, or before a race starts. Returns the seconds it took (0 where nothing
+    is captured: on a CPU, or with graphs off)."""
     if not uses_static_passes(mode, model):
         return 0.0
+    max_rows = 2 * block_len if max_rows is None else max_rows
     sizes = [None, *sorted({bucket(n, length) for n in range(1, max_rows + 1)})]
     with torch.no_grad(), ExitStack() as held:
         workspaces = [held.enter_context(passes_for(model, length, block_len, mode)) for _ in range(lanes)]

@@ -44,7 +44,7 @@ from app.widgets.text_view import TokenText, render_text
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig, generate
-from core.events import StepEvent
+from core.events import StepEvent, Totals
 from core.loading import EMBEDDED, answer_text, chat_prompt_ids, read_config
 from core.policies import POLICIES, make_policy
 from core.tasks.word_problems import make_split
@@ -234,6 +234,36 @@ def test_stream_with_throttle_renders_far_fewer_updates_and_the_same_result(regi
     ids = chat_prompt_ids(tokenizer, PROMPT)
     ref = generate(model, ids, make_policy("dual"), DecodeConfig(gen_len=32, block_len=16))
     assert updates[-1].lanes[0].tokens == ref.tokens and updates[-1].final is not None
+
+
+def test_the_servers_graphs_setting_reaches_every_race_and_the_static_path_races_the_same(registry, tmp_path) -> None:
+    """app.py --graphs: the registry carries it into every run's DecodeConfig; on the CPU 'on' races the
+    padded passes a GPU would replay (both lanes alike), with the tokens of the exact rows."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    static = ModelRegistry([registry.choice(EMBEDDED_LABEL)], graphs="on")
+    static._loaded = registry._loaded  # the same loaded model, without loading it again
+    params = race_run(static, tau=10.0, k=2)
+    assert params.config.graphs == "on" and race_run(registry).config.graphs == "auto"
+    last = list(stream_race(model, tokenizer, params, throttle_s=60, trace_dir=tmp_path))[-1]
+    ref_none, ref_ours = direct(model, tokenizer, PROMPT, 10.0, 2, gen_len=32, block_len=16)
+    assert (last.lanes[0].tokens, last.lanes[1].tokens) == (ref_none.tokens, ref_ours.tokens)
+    assert "CUDA graphs" not in last.banner_html  # nothing is captured on a CPU
+    with pytest.raises(ValueError, match="graphs must be one of auto, on, off, got 'fast'"):
+        ModelRegistry([], graphs="fast")
+
+
+def test_the_status_line_tells_what_capturing_graphs_cost_and_no_lane_is_charged() -> None:
+    from app.race.decode import Lane, Snapshot
+    from app.race.speed import banner_html
+
+    event = next(fake_decoder([0.5]))
+    captured = dataclasses.replace(event, capture_s=0.25, totals=Totals(capture_s=0.25))
+    lanes = (Lane("none", [event], 0.5, True, 2), Lane("ours", [captured], 0.25, True, 1))
+    snap = Snapshot(lanes, 1, True, capture_s=1.5)
+    assert snap.graphs_s == 1.75  # before the race, and a shape first met during it
+    text = banner_html(*lanes, graphs_s=snap.graphs_s)
+    assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on neither lane" in text
+    assert "CUDA graphs" not in banner_html(*lanes)
 
 
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:

@@ -540,6 +540,30 @@ def test_app_py_decodes_with_every_cpu_but_one_by_default() -> None:
     assert load_entry().parse_args([]).threads == max(1, len(os.sched_getaffinity(0)) - 1)
 
 
+def test_app_py_takes_the_graphs_switch_and_refuses_another_word(capsys) -> None:
+    entry = load_entry()
+    assert entry.parse_args([]).graphs == "auto" and entry.parse_args(["--graphs", "on"]).graphs == "on"
+    with pytest.raises(SystemExit):
+        entry.parse_args(["--graphs", "fast"])
+    assert "argument --graphs: invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_the_warm_up_readies_the_first_examples_race_on_the_static_path(registry) -> None:
+    """With graphs on, a model's warm-up makes the workspaces (on a GPU: captures the graphs) a race of
+    its first example needs, one per lane, before any visitor's race."""
+    from app.serving.context import warm_up
+    from core.passes import idle_workspaces, release_graphs
+
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    choice = registry.choice(EMBEDDED_LABEL)
+    release_graphs(model)
+    assert warm_up(model, tokenizer, choice, "auto") == 0.0 and idle_workspaces(model) == []  # a CPU: off
+    assert warm_up(model, tokenizer, choice, "on") == 0.0  # a CPU captures nothing, but the buffers are made
+    length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
+    assert [w.length for w in idle_workspaces(model)].count(length) == 2
+    release_graphs(model)
+
+
 def test_python_app_py_prints_its_local_url_and_serves_there() -> None:
     port = free_port()
     # `python app.py --port P`, with the embedded model swapped for ENTROPYCACHE_MODEL when that is set

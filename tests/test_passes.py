@@ -214,9 +214,9 @@ def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race():
     model = tiny_model()
     release_graphs(model)
     length = len(PROMPT) + 16
-    assert capture_ahead(model, length, 8, max_rows=12) == 0.0  # auto: nothing on a CPU
+    assert capture_ahead(model, length, 8) == 0.0  # auto: nothing on a CPU
     assert idle_workspaces(model) == []
-    assert capture_ahead(model, length, 8, max_rows=12, mode="on") == 0.0  # buffers, but no graphs on a CPU
+    assert capture_ahead(model, length, 8, "on") == 0.0  # buffers, but no graphs on a CPU
     ready = idle_workspaces(model)
     assert [w.length for w in ready] == [length, length]
     config = DecodeConfig(gen_len=16, block_len=8, graphs="on")

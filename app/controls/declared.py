@@ -86,10 +86,11 @@ PEER_CONTROLS = {control_name(name, p.name): Control.of(p, name, control_name(na
                  for name in compared_policies() for p in POLICIES[name].parameters}
 
 
-def decode_config(values: dict[str, int | float]) -> DecodeConfig:
-    """Checked decode controls (by key; those not given take DecodeConfig's defaults) as a DecodeConfig.
-    core judges how they fit together, in its words; only the steps/threshold clash is told first, in
-    the sliders' words, to say which one to move."""
+def decode_config(values: dict[str, int | float], graphs: str = "auto") -> DecodeConfig:
+    """Checked decode controls (by key; those not given take DecodeConfig's defaults) as a DecodeConfig
+    whose passes run as the server's `graphs` says (ModelRegistry.graphs). core judges how the controls
+    fit together, in its words; only the steps/threshold clash is told first, in the sliders' words, to
+    say which one to move."""
     steps, threshold = DECODE_CONTROLS["steps"], DECODE_CONTROLS["threshold"]
     if values.get("steps") and values.get("threshold"):
         raise ValueError(
@@ -99,6 +100,6 @@ def decode_config(values: dict[str, int | float]) -> DecodeConfig:
         )
     settings = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
     try:
-        return DecodeConfig(**settings)
+        return DecodeConfig(**settings, graphs=graphs)
     except ValueError as e:
         raise ValueError(f"These controls do not fit together: {e}.") from None

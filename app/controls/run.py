@@ -71,7 +71,7 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
         raise ValueError(f"bad controls: missing {missing}, unknown {extra + unknown}")
     values = {key: control.check(raw.numbers[key]) for key, control in RUN_CONTROLS.items()}
     peers = {key: PEER_CONTROLS[key].check(value) for key, value in raw.compared.items()}
-    config = decode_config(values)
+    config = decode_config(values, registry.graphs)
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
     picked = make_policy(OURS, **ours) if raw.policy == OURS else make_policy(raw.policy, **own)

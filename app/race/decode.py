@@ -20,6 +20,7 @@ from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
+from core.passes import capture_ahead
 
 
 @dataclass
@@ -45,6 +46,13 @@ class Snapshot:
     lanes: tuple[Lane, ...]  # copies: a snapshot never changes after it is yielded
     stepped: int  # index of the lane that took the latest step
     finished: bool  # every lane is done
+    capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
+
+    @property
+    def graphs_s(self) -> float:
+        """Every second this race spent capturing CUDA graphs: before its first step, and for a shape
+        first needed during it (each step's capture_s, outside its compute_s)."""
+        return self.capture_s + sum(lane.last.totals.capture_s for lane in self.lanes if lane.last)
 
 
 def _copy(lane: Lane) -> Lane:
@@ -57,11 +65,13 @@ def race(
     throttle_s: float = 0.0,
     should_stop: Callable[[], bool] = lambda: False,
     wall_clock: Callable[[], float] = time.perf_counter,
+    capture_s: float = 0.0,
 ) -> Iterator[Snapshot]:
     """Step the decoders fairly; yield Snapshots. Closing this generator closes every decoder.
 
     throttle_s=0 yields after every step. `should_stop` is polled before each step: when it turns
-    true the race ends without a further snapshot (the caller asked to cancel).
+    true the race ends without a further snapshot (the caller asked to cancel). `capture_s`: what
+    capturing graphs cost before the race, told in every snapshot.
     """
     if len(decoders) != len(names) or not decoders:
         raise ValueError("one name per decoder, at least one decoder")
@@ -80,7 +90,7 @@ def race(
             end = all(lane.done for lane in lanes)
             if just_finished or end or throttle.due():
                 throttle.handing_over()
-                yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end)
+                yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end, capture_s)
                 throttle.rendered()
     finally:
         for d in decoders:
@@ -105,12 +115,20 @@ def race_snapshots(
     model, prompt_ids: list[int], run: Run, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[Snapshot]:
-    """The run's two policies on the same prompt ids, seed and settings, raced fairly (see race).
+    """The run's two policies on the same prompt ids, seed and settings, raced fairly (see race). On
+    the graphed path the passes both lanes will need are captured first (core.passes.capture_ahead),
+    so neither lane's first steps wait for a capture; a race's length is the visitor's, so this is
+    where it can be done, and what it costs is told in the status line, on neither clock.
 
     A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
     """
-    decoders = [decode(model, prompt_ids, policy, run.config) for policy in run.policies]
-    yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop)
+    config, length = run.config, len(prompt_ids) + run.config.gen_len
+    captured = 0.0
+    if length <= model.config.max_seq_len:
+        captured = capture_ahead(model, length, config.block_len, config.graphs)
+    decoders = [decode(model, prompt_ids, policy, config) for policy in run.policies]
+    yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop,
+                    capture_s=captured)
 
 
 @dataclass(frozen=True)

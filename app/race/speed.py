@@ -51,7 +51,9 @@ def speed_html(lane: Lane, title: str, policy: str) -> str:
     )
 
 
-def banner_html(base: Lane, ours: Lane, message: str = "") -> str:
+def banner_html(base: Lane, ours: Lane, message: str = "", graphs_s: float = 0.0) -> str:
+    """The race's status line; `graphs_s`: what capturing CUDA graphs cost it (Snapshot.graphs_s), said
+    apart because it is on neither lane's clock."""
     s = speedup(base, ours)
     done = base.done and ours.done
     if s is None:
@@ -60,7 +62,10 @@ def banner_html(base: Lane, ours: Lane, message: str = "") -> str:
         text = f"EntropyCache finished in {ours.clock:.3f} s vs {base.clock:.3f} s: <b>{s:.2f}x</b> speedup (measured)"
     else:
         text = f"Live speedup: <b>{s:.2f}x</b> (decode rate, measured compute time)"
-    extra = f" <span class='ec-note'>{html.escape(message)}</span>" if message else ""
+    notes = [message] if message else []
+    if graphs_s:
+        notes.append(f"CUDA graphs captured in {graphs_s:.2f} s, once for this length: on neither lane's clock.")
+    extra = "".join(f" <span class='ec-note'>{html.escape(note)}</span>" for note in notes)
     return banner(f"{text}{extra}")
 
 

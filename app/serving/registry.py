@@ -45,9 +45,10 @@ class ModelChoice:
 class ModelRegistry:
     """Labels -> models, loaded on first use and cached; at most `max_gpu_models` GPU models resident."""
 
-    def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1) -> None:
+    def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1, graphs: str = "auto") -> None:
         self._choices = {c.label: c for c in choices}
         self.max_gpu_models = max_gpu_models
+        self.graphs = DecodeConfig(graphs=graphs).graphs  # how every decode here runs its passes (core/passes.py)
         self._loaded: dict[str, tuple[object, object]] = {}
         self._tokenizers: dict[str, object] = {}  # of local models not loaded yet
         # One lock per model: two visitors never load the same 8B model twice, and nobody using the
@@ -140,8 +141,10 @@ def build_registry(
     embedded: str | os.PathLike | None = None,
     cuda: bool | None = None,
     max_gpu_models: int = 1,
+    graphs: str = "auto",
 ) -> ModelRegistry:
-    """The fixed list of choices. `embedded` overrides the shipped model's folder (tests, development)."""
+    """The fixed list of choices. `embedded` overrides the shipped model's folder (tests, development);
+    `graphs`: every decode's DecodeConfig.graphs (app.py --graphs)."""
     cuda = torch.cuda.is_available() if cuda is None else cuda
     device = "cuda" if cuda else "cpu"
     choices = [local_choice(embedded or EMBEDDED, EMBEDDED_LABEL, "cpu")]
@@ -151,7 +154,7 @@ def build_registry(
     for folder in dict.fromkeys(extra_dirs):  # the same folder twice is one choice
         label = _unique(f"{Path(folder).resolve().name} (local, {device.upper()})", [c.label for c in choices])
         choices.append(local_choice(folder, label, device))
-    return ModelRegistry(choices, max_gpu_models)
+    return ModelRegistry(choices, max_gpu_models, graphs)
 
 
 def _unique(label: str, taken: list[str]) -> str:

@@ -79,9 +79,10 @@ def parse_list(text: object, control: Control, most: int) -> tuple:
 
 def parse_sweep(
     model: object, task: object, taus: object, ks: object, problems: object, gen_len: object, block_len: object,
-    steps: object, threshold: object, *, models: list[str],
+    steps: object, threshold: object, *, models: list[str], graphs: str = "auto",
 ) -> SweepParams:
-    """Validate one sweep's raw inputs (as the UI or an API client sent them)."""
+    """Validate one sweep's raw inputs (as the UI or an API client sent them); `graphs`: the server's
+    (ModelRegistry.graphs)."""
     if model not in models:
         raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
     if task not in TASKS:
@@ -93,7 +94,7 @@ def parse_sweep(
         taus=parse_list(taus, RUN_CONTROLS["tau"], MAX_TAUS),
         ks=parse_list(ks, RUN_CONTROLS["k"], MAX_KS),
         problems=PROBLEMS.check(problems),
-        config=decode_config({key: DECODE_CONTROLS[key].check(value) for key, value in sent.items()}),
+        config=decode_config({key: DECODE_CONTROLS[key].check(value) for key, value in sent.items()}, graphs),
     )
 
 

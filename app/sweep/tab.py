@@ -147,7 +147,7 @@ class SweepTab:
 
         def view() -> SweepView:
             params = parse_sweep(model, task, taus, ks, problems, gen_len, block_len, steps, threshold,
-                                 models=self.ctx.registry.labels)
+                                 models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
             for item in params.items():  # a model that never learned the task is told so before decoding
                 self.ctx.registry.check_prompt(params.model, item.prompt)
             return SweepView(params, _metric(metric), self.panels)
