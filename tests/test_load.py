@@ -1,11 +1,13 @@
 """The short version of scripts/load_test.py: two visitors race at once against the app in its own
-process; every result equals its direct decode, and the speedup each is shown stays near the one
-shown to races run alone.
+process; every result equals its direct decode, and the speedups they are shown are those of races
+run alone.
 
-The bound is 20%, not the issue's 10%: on this 2-core machine the same short race (--short, 1.7 s)
-falls past 10% from the median in about 1 race of 20 with no app at all, up to 20% off
-(docs/BENCHMARKS.md "The app under load"), and the reference here is the median of only 3 races. Before
-races were queued, four visitors at once were shown speedups up to 70% off.
+A single short race (--short, 1.7 s) moves up to 20% from the median on this 2-core machine with no
+app at all (docs/BENCHMARKS.md "The app under load"), so one race's number is no test of the app.
+The test compares medians, 5 races alone against 4 under load, within MEDIAN_BOUND (about three
+times the spread of two such medians), and bounds every race at RACE_BOUND, well past what the
+machine does on its own: what it guards against is what races side by side did before they took
+turns, four visitors shown 1.46-3.64x for a 2.1x race.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BOUND = 0.20
+MEDIAN_BOUND = 0.10
+RACE_BOUND = 0.35
 
 
 def _load_test_module():
@@ -34,13 +37,14 @@ def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
     lt = _load_test_module()
     deadline = time.monotonic() + 300
     with lt.served_app(short=True) as app:
-        alone = lt.run_level(app.url, 1, 3, app.scenario, app.expected, deadline)
+        alone = lt.run_level(app.url, 1, 5, app.scenario, app.expected, deadline)
         together = lt.run_level(app.url, 2, 2, app.scenario, app.expected, deadline)
-    assert (alone.races, together.races) == (3, 4), "every race ran before the deadline"
+    assert (alone.races, together.races) == (5, 4), "every race ran before the deadline"
     assert alone.wrong == 0 and together.wrong == 0
     reference = statistics.median(alone.speedups)
-    assert together.spread(reference) <= BOUND, (
-        f"speedups shown to two visitors at once {together.speedups} vs {reference:.2f}x alone")
+    shown = f"speedups shown to two visitors at once {together.speedups} vs {alone.speedups} alone"
+    assert abs(statistics.median(together.speedups) / reference - 1) <= MEDIAN_BOUND, shown
+    assert together.spread(reference) <= RACE_BOUND, shown
 
 
 def test_the_no_app_reference_races_the_prompt_in_this_process() -> None:
