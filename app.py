@@ -1,4 +1,4 @@
-"""Start the EntropyCache demo: python app.py [--host H] [--port P] [--model DIR ...] [--share].
+"""Start the EntropyCache demo: python app.py [--host H] [--port P] [--model DIR ...] [--share] [--graphs MODE].
 
 It serves the embedded model on the CPU, and LLaDA-8B-Instruct / Dream-7B-Instruct on a GPU when
 one is present. Extra local checkpoint folders come from --model or ENTROPYCACHE_MODELS (os.pathsep

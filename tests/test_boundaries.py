@@ -1,8 +1,8 @@
-"""The package boundaries: the decoder library (core) imports no UI, app or training code, and training
-imports no UI or app code.
+"""The package boundaries: the decoder library (core) imports no UI, app or training code, training
+imports no UI or app code, and in the app only the modules that meet the browser import gradio.
 
-ruff enforces them: core/ruff.toml and training/ruff.toml extend the root configuration with the
-banned-api rule (TID251), and `ruff check .` (test.sh) applies each to its own tree. These tests check
+ruff enforces them: core/ruff.toml, training/ruff.toml and app/ruff.toml extend the root configuration
+with the banned-api rule (TID251), and `ruff check .` (test.sh) applies each to its own tree. These tests check
 that configuration on probe sources linted as if they were files there, and that importing every core
 module at run time loads none of the banned packages (an import ruff cannot see, e.g. importlib's).
 """
@@ -38,7 +38,18 @@ def test_a_banned_import_is_a_lint_error(path, module):
     assert banned_import_lines(path, source) == [1, 5]
 
 
+@pytest.mark.parametrize("path", ["app/race/decode.py", "app/race/render.py", "app/drift/decode.py",
+                                  "app/sweep/decode.py", "app/controls/run.py", "app/serving/registry.py",
+                                  "app/widgets/probe.py", "app/probe.py"])
+def test_what_decodes_renders_or_checks_in_the_app_imports_no_gradio(path):
+    assert banned_import_lines(path, "import gradio as gr\n\nprint(gr)\n") == [1]
+
+
 @pytest.mark.parametrize("path, module", [
+    ("app/ui.py", "gradio"),  # the app's UI modules meet the browser
+    ("app/race/tab.py", "gradio"),
+    ("app/controls/panel.py", "gradio"),
+    ("app/serving/runner.py", "gradio"),
     ("training/probe.py", "core.loading"),  # training builds on core
     ("app/probe.py", "training.train"),  # the boundaries are core's and training's own
     ("core/probe.py", "core.loading"),
