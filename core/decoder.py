@@ -20,7 +20,7 @@ from core.device import clock, gc_paused
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
-from core.passes import GRAPH_MODES, Passes, index_tensor, passes_for
+from core.passes import Passes, check_graphs, index_tensor, passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.policies.params import Param
 from core.sampling import choose, entropy, transfer_schedule
@@ -56,8 +56,7 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         for p in self.parameters:  # each as its declared type (an int temperature is a float)
             object.__setattr__(self, p.name, p.check(getattr(self, p.name)))
-        if self.graphs not in GRAPH_MODES:  # how the passes run, not what they compute: not a person's choice
-            raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {self.graphs!r}")
+        check_graphs(self.graphs)  # how the passes run, not what they compute: not among the declared settings
         self._check_relations()
 
     def _check_relations(self) -> None:
@@ -256,7 +255,7 @@ def _step(
     t_end = clock(device)
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + (t_end - t1) + signal_s
-    capture_s = passes.capture_s - captured  # a graph's capture is a one-time cost, not the step's
+    capture_s = passes.capture_s - captured  # paid once per length and shape, on first use: not the step's
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
     return _Step(reason, rows, layer_rows, unmasked, [int(tokens[i]) for i in slots], entropies,
                  [confidences[i] for i in slots], t_end - t0 - capture_s, decision_s, capture_s)

@@ -17,7 +17,7 @@ class Totals:
     compute_s: float = 0.0  # model forward + token choice + decision, on the step clock (core/device.py)
     decision_s: float = 0.0  # the policy's share: plan, observe, entropies of decoded tokens
     tokens: int = 0  # generated tokens before the first end-of-text
-    capture_s: float = 0.0  # capturing CUDA graphs (core/passes.py): one-time work, not in compute_s
+    capture_s: float = 0.0  # capturing CUDA graphs (core/passes.py), once per length and shape: not in compute_s
 
     def __iadd__(self, other: Totals) -> Totals:
         """Add another run's (or step's) totals field by field."""

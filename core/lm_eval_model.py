@@ -35,9 +35,10 @@ from tqdm import tqdm
 from core.decoder import DecodeConfig, generate
 from core.events import Totals
 from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
+from core.passes import check_graphs
 from core.policies import POLICIES, make_policy
 
-DECODE_ARGS = {p.name: p.kind for p in DecodeConfig.parameters}  # gen_len, block_len, steps, threshold, ...
+DECODE_ARGS = {p.name: p for p in DecodeConfig.parameters}  # gen_len, block_len, steps, threshold, ...
 GENERATION_ONLY = (
     "the entropycache model runs generation tasks only (generate_until, e.g. gsm8k, minerva_math, humaneval, "
     "bbh_cot_fewshot); {kind} requests need a likelihood a masked diffusion LM does not give exactly"
@@ -86,10 +87,9 @@ def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
     loading = {k: args.pop(k) for k in ("pretrained", "device", "dtype") if k in args}
     for k in ("batch_size", "max_batch_size"):  # lm-eval's own; requests decode one at a time
         args.pop(k, None)
-    settings = {k: _typed(k, args.pop(k), kind) for k, kind in DECODE_ARGS.items() if k in args and args[k] is not None}
+    settings = {k: p.check(args.pop(k)) for k, p in DECODE_ARGS.items() if k in args and args[k] is not None}
     if "graphs" in args:
-        settings["graphs"] = args.pop("graphs")
-        DecodeConfig(graphs=settings["graphs"])
+        settings["graphs"] = check_graphs(args.pop("graphs"))
     own = {p.name for p in POLICIES[policy].parameters}
     unknown = sorted(set(args) - own)
     if unknown:
@@ -100,12 +100,6 @@ def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
     if loading.get("dtype") not in (None, "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype must be float32, bfloat16 or float16, got {loading['dtype']!r}")
     return policy, args, baseline, settings, loading
-
-
-def _typed(name: str, value: object, kind: type) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not float(value).is_integer()):
-        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
-    return kind(value)
 
 
 @register_model("entropycache")

@@ -70,11 +70,16 @@ def index_tensor(positions: Sequence[int], device: torch.device) -> torch.Tensor
     return host_index(positions).to(device, non_blocking=True)
 
 
-def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
-    """Whether `graphs=mode` runs the static path for `model`: auto does on one CUDA device."""
+def check_graphs(mode: object) -> str:
+    """`mode` if it is one of GRAPH_MODES, else a ValueError that says what is."""
     if mode not in GRAPH_MODES:
         raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {mode!r}")
-    if mode == "off":
+    return mode
+
+
+def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
+    """Whether `graphs=mode` runs the static path for `model`: auto does on one CUDA device."""
+    if check_graphs(mode) == "off":
         return False
     single_gpu = _single_cuda_device(model) is not None
     if mode == "on" and not single_gpu and len(_devices(model)) > 1:
@@ -136,6 +141,8 @@ class Workspace(Passes):
 
     def run(self, model: DiffusionTransformer, rows: list[int] | None, needed: list[int],
             hook: LayerHook | None = None) -> torch.Tensor:
+        """As Passes.run. On a GPU the logits are a view of the graph's output, which every graph of the
+        model shares memory with: read them before the model's next pass."""
         if hook is not None:
             return super().run(model, rows, needed, hook)
         size = None if rows is None else bucket(len(rows), self.length)
@@ -173,22 +180,25 @@ class Workspace(Passes):
         if size not in self.graphs:
             self._capture(model, size)
         graph, logits = self.graphs[size]
-        graph.replay()
+        with torch.cuda.device(self.device):  # on the current stream of the model's GPU, after the step's copies
+            graph.replay()
         return logits
 
     def _capture(self, model: DiffusionTransformer, size: int | None) -> None:
         """Record the pass of `size` rows. The warm-up pass before it really runs, with this step's
-        inputs: it writes the K/V the replay will write again (the same rows from the same inputs)."""
+        inputs: it writes the K/V the replay will write again (the same rows from the same inputs).
+        One capture at a time in the process, and never beside empty_cuda_cache."""
         started = time.perf_counter()
-        side, current = torch.cuda.Stream(self.device), torch.cuda.current_stream(self.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):  # capture wants its allocations and lazy inits made off the default stream
-            self._pass(model, size)
-        current.wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            logits = self._pass(model, size)
-        torch.cuda.synchronize(self.device)
+        with _CAPTURE_LOCK, torch.cuda.device(self.device):
+            side, current = torch.cuda.Stream(self.device), torch.cuda.current_stream(self.device)
+            side.wait_stream(current)
+            with torch.cuda.stream(side):  # capture wants its allocations and lazy inits made off the default stream
+                self._pass(model, size)
+            current.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool, stream=side, capture_error_mode="thread_local"):
+                logits = self._pass(model, size)
+            torch.cuda.synchronize(self.device)
         self.graphs[size] = (graph, logits)
         self.capture_s += time.perf_counter() - started
 
@@ -207,6 +217,7 @@ class _ModelWorkspaces:
 
 _WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _ModelWorkspaces
 _LOCK = threading.Lock()
+_CAPTURE_LOCK = threading.Lock()
 _capture_enabled = True
 
 
@@ -272,6 +283,15 @@ def idle_workspaces(model: DiffusionTransformer) -> list[Workspace]:
     with _LOCK:
         owned = _WORKSPACES.get(model)
         return list(owned.idle) if owned else []
+
+
+def empty_cuda_cache() -> None:
+    """torch.cuda.empty_cache(), once no graph is being captured: emptying the allocator's cache while
+    another thread captures breaks that capture (an app frees a finished CPU run's memory while a GPU
+    run may be warming up)."""
+    if torch.cuda.is_available():
+        with _CAPTURE_LOCK:
+            torch.cuda.empty_cache()
 
 
 def release_graphs(model: DiffusionTransformer) -> None:

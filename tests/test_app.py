@@ -323,6 +323,16 @@ def test_bad_inputs_are_refused_with_a_clear_message(registry, bad: dict, messag
         race_run(registry, **bad)
 
 
+def test_a_run_missing_a_control_or_naming_an_unknown_one_is_refused(registry) -> None:
+    numbers = controls()
+    del numbers["seed"]
+    with pytest.raises(ValueError, match=re.escape("bad controls: missing ['seed'], unknown []")):
+        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "none", numbers, {}), compared_policies(), True)
+    with pytest.raises(ValueError, match=re.escape("bad controls: missing [], unknown ['dual_x']")):
+        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "none", controls(), {"dual_x": 1}), compared_policies(),
+                  True)
+
+
 def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
     p = race_run(registry, f"  {PROMPT}  ", policy="dllm-cache", steps=4, temperature=0.5, seed=7, tau=1.25, k=3)
     assert (p.prompt, p.settings["steps"], p.settings["threshold"], p.settings["seed"]) == (PROMPT, 4, 0.0, 7)

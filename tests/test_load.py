@@ -4,10 +4,11 @@ run alone.
 
 A single short race (--short, 1.7 s) moves up to 20% from the median on this 2-core machine with no
 app at all (docs/BENCHMARKS.md "The app under load"), so one race's number is no test of the app.
-The test compares medians, 5 races alone against 4 under load, within MEDIAN_BOUND (about three
-times the spread of two such medians), and bounds every race at RACE_BOUND, well past what the
-machine does on its own: what it guards against is what races side by side did before they took
-turns, four visitors shown 1.46-3.64x for a 2.1x race.
+The test compares medians, 5 races alone against 4 under load, within MEDIAN_BOUND: with one race's
+sd at 3-5% there (BENCHMARKS "sd" column), each median's is about 2%, their difference's about 3%.
+It bounds every race at RACE_BOUND, well past what the machine does on its own. What it guards
+against is what races side by side did before they took turns: four visitors shown 1.46-3.64x for a
+2.1x race.
 """
 
 from __future__ import annotations

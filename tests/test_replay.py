@@ -170,6 +170,18 @@ def test_a_malformed_trace_gets_a_clear_error(recorded, path, value, message) ->
         read_trace(json.dumps(mutate(recorded, path, value)).encode())
 
 
+def test_a_trace_from_before_capture_times_still_replays_the_same(recorded) -> None:
+    """Traces downloaded before steps reported CUDA graph capture time have no capture_s: it was 0."""
+    older = copy.deepcopy(recorded)
+    for lane in older["lanes"]:
+        del lane["totals"]["capture_s"]
+        for event in lane["events"]:
+            del event["capture_s"], event["totals"]["capture_s"]
+    assert replay_of(older).frames == replay_of(recorded).frames
+    with pytest.raises(ValueError, match=re.escape("lanes[0].events[0].capture_s: expected a number from 0")):
+        read_trace(json.dumps(mutate(recorded, "lanes.0.events.0.capture_s", -1)).encode())
+
+
 def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     with pytest.raises(ValueError, match="The trace is not JSON"):
         read_trace(b"{nope")

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
-import torch
+from core.passes import empty_cuda_cache
 
 try:
     import spaces  # type: ignore[import-not-found]
@@ -36,7 +36,8 @@ def is_zero_gpu() -> bool:
 
 
 def free_memory() -> None:
-    """Return what a finished or cancelled race held (its KV caches) to the allocator and the device."""
+    """Return what a finished or cancelled run held to the allocator and the device: all but its
+    workspaces (KV caches, and on a GPU their graphs), which stay with the model for the next decode of
+    the same length (core/passes.py)."""
     gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    empty_cuda_cache()

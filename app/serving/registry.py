@@ -25,6 +25,7 @@ from app.serving.examples import CHAT_EXAMPLES, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
+from core.passes import check_graphs
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"
@@ -48,7 +49,7 @@ class ModelRegistry:
     def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1, graphs: str = "auto") -> None:
         self._choices = {c.label: c for c in choices}
         self.max_gpu_models = max_gpu_models
-        self.graphs = DecodeConfig(graphs=graphs).graphs  # how every decode here runs its passes (core/passes.py)
+        self.graphs = check_graphs(graphs)  # how every decode here runs its passes (core/passes.py)
         self._loaded: dict[str, tuple[object, object]] = {}
         self._tokenizers: dict[str, object] = {}  # of local models not loaded yet
         # One lock per model: two visitors never load the same 8B model twice, and nobody using the

@@ -26,6 +26,7 @@ from app.serving.gpu import GPU_DURATION_S, free_memory, on_gpu
 from app.serving.sessions import StopFlag
 from app.serving.turn_queue import in_turns, waiting_text
 from app.widgets.banner import banner
+from core.passes import release_graphs
 
 # A handler's answer: the new values of some of its output components, by component; Gradio leaves the
 # others as they are. So a panel is added where it is built and where its value is made, nowhere else.
@@ -93,6 +94,9 @@ class TabRunner:
         should_stop = stop.is_set if stop is not None else (lambda: False)
         try:
             yield from job.snapshots(model, tokenizer, should_stop)
+        except torch.OutOfMemoryError:
+            release_graphs(model)  # the workspaces kept for later decodes go first, so the next run fits
+            raise
         finally:
             free_memory()
 
