@@ -11,7 +11,8 @@ decides on): its median, 90th percentile and maximum over every step. Full steps
 `forced` (a block's first step) and `entropy` (every other full step: for EntropyCache, a decoded
 token above tau). With a confidence threshold, the bench also runs the one-token-per-step exact
 decoder on the same prompts (a contender of its own) and reports every policy's
-`speedup_vs_vanilla` against it.
+`speedup_vs_vanilla` against it. On stories, `repeats` is the share of their events that repeat an
+earlier one (core.tasks.stories.repeated_events): a story that loops passes the checker.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from core.decoder import DecodeConfig, decode
 from core.events import StepEvent, Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy
-from core.tasks import Item, is_correct
+from core.tasks import Item, is_correct, repeats
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Tally:
     layer_rows: list[int] = field(default_factory=list)  # rows computed at each layer, summed over steps
     layer_rows_full: int = 0  # what one layer computes in full forwards at every step
     prompt_tokens: int = 0  # summed over the problems
+    repeated_events: int = 0  # stories' events that repeat an earlier one (core.tasks.repeats)
+    events: int = 0
 
     def add(self, events: list[StepEvent]) -> None:
         self.totals += events[-1].totals
@@ -115,7 +118,11 @@ def bench_progress(
             events = _events(model, ids, contenders[j], config)
             outputs[j] = events[-1].tokens
             tallies[j].add(events)
-            tallies[j].correct += is_correct(item, answer_text(tokenizer, events[-1]))
+            text = answer_text(tokenizer, events[-1])
+            tallies[j].correct += is_correct(item, text)
+            repeated, told = repeats(item, text)
+            tallies[j].repeated_events += repeated
+            tallies[j].events += told
             done += 1
             if len(outputs) < len(contenders):
                 yield Progress(done, total, i, rows)
@@ -159,6 +166,7 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "n": n,
         "prompt_len": tally.prompt_tokens / n,
         "accuracy": tally.correct / n,
+        "repeat_share": tally.repeated_events / tally.events if tally.events else None,  # stories only
         "agreement": agreement,
         "speedup": ref.totals.compute_s / t.compute_s,
         "ceiling": ref.totals.rows_computed / t.rows_computed,
@@ -223,6 +231,8 @@ def format_table(rows: list[dict]) -> str:
     ]
     if rows and "speedup_vs_vanilla" in rows[0]:
         cols.insert(4, ("speedup_vs_vanilla", "vs vanilla", "{:.2f}x"))
+    if rows and rows[0]["repeat_share"] is not None:  # a task with stories: beside the checker's pass
+        cols.insert(2, ("repeat_share", "repeats", "{:.3f}"))
     cells = [[h for _, h, _ in cols]] + [[fmt.format(r[k]) for k, _, fmt in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]

@@ -23,7 +23,7 @@ from core.model import DiffusionTransformer
 from core.passes import Passes, check_graphs, index_tensor, passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.policies.params import Param
-from core.sampling import choose, entropy, transfer_schedule
+from core.sampling import block_noise, choose, entropy, transfer_schedule
 
 
 def _setting(kind: type, default: int | float | None, **declared: object) -> Any:
@@ -154,7 +154,6 @@ def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, 
     passes.start(prompt)
     sequence = prompt + [mask_id] * config.gen_len  # the host's copy of passes.tokens: read without a device sync
     decode_order: list[int] = []
-    generator = torch.Generator(device=passes.device).manual_seed(config.seed)
     policy.reset()
     totals = Totals()
     n_blocks = config.gen_len // config.block_len
@@ -171,7 +170,7 @@ def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, 
             measured = before_step(passes.tokens, passes.cache, ctx) if before_step else {}
             n_transfer = None if config.threshold is not None else schedule[block_step]
             with gc_paused():  # a collection's cost is the whole process's, not the step's (core/device.py)
-                result = _step(model, passes, ctx, policy, n_transfer, config, generator)
+                result = _step(model, passes, ctx, policy, n_transfer, config)
             for pos, token in zip(result.unmasked, result.tokens):
                 sequence[pos] = token
             decode_order.extend(result.unmasked)
@@ -216,7 +215,6 @@ def _step(
     policy: CachePolicy,
     n_transfer: int | None,
     config: DecodeConfig,
-    generator: torch.Generator,
 ) -> _Step:
     device = passes.device
     t0 = clock(device)  # core/device.py: CPU time of this thread on a CPU, synchronised wall time on a GPU
@@ -240,7 +238,12 @@ def _step(
     # otherwise "unmask" a position into a mask, and the block would never finish.
     logits[:, model.config.mask_token_id] = float("-inf")
 
-    picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, generator)
+    noise = None
+    if config.temperature:  # the rows of the block's masked positions (core/sampling.py says why)
+        block = block_noise(config.seed, ctx.block, ctx.block_step, ctx.block_end - ctx.block_start,
+                            logits.shape[-1], device)
+        noise = block[index_tensor([pos - ctx.block_start for pos in ctx.block_masked], device)]
+    picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, noise)
     masked = index_tensor(ctx.block_masked, device)
     passes.tokens.index_copy_(0, masked, torch.where(picked, tokens, passes.tokens[masked]))
     confidences = probs.gather(1, tokens[:, None]).squeeze(1)

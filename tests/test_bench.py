@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import tiny_model
 
-from core.bench import Contender, contenders_from, run_bench
+from core.bench import Contender, contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
@@ -330,6 +330,24 @@ def test_the_embedded_model_answers_k_shot_problems():
         assert len(ids) > 250  # a real k-shot context
         answer = answer_text(tok, generate(model, ids, make_policy("entropy"), config))
         assert is_correct(item, answer), answer
+
+
+def test_story_rows_say_how_many_events_repeat_an_earlier_one():
+    """Beside the checker's pass: the pooled share of the answers' events seen before in the same story
+    (words have none: no column)."""
+    from core.tasks import stories
+
+    model, tok = load_model("embedded")
+    items = held_out("mix", 3)  # a word problem, a story, a word problem
+    config = DecodeConfig(gen_len=64, block_len=32)
+    rows = run_bench(model, tok, items, [Contender("none", {})], config, warmup=0, progress=False)
+    story = items[1]
+    answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
+    repeated, events = stories.repeated_events(answer)
+    assert events > 0 and rows[0]["repeat_share"] == repeated / events
+    assert "repeats" in format_table(rows)
+    words = run_bench(model, tok, held_out("words", 1), [Contender("none", {})], config, warmup=0, progress=False)
+    assert words[0]["repeat_share"] is None and "repeats" not in format_table(words)
 
 
 def test_the_embedded_model_writes_a_held_out_story_the_checker_accepts():

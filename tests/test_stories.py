@@ -53,6 +53,19 @@ def test_make_story_any_prompt_is_valid():
         assert check_story(story, story.answer_text).ok
 
 
+def test_repeated_events_counts_the_ten_word_units_seen_before():
+    # GOOD: an opening, 13 events of ten words and the ending (its first ten words a unit too), none twice
+    assert stories.repeated_events(GOOD) == (0, 14)
+    event = "lily waved at leo . the farm was quiet . "
+    looping = GOOD.replace(event, event * 3)  # the same event twice more: grammatical, so the checker passes it
+    assert check_story(PROMPT, looping) == (True, "") and stories.repeated_events(looping) == (2, 16)
+    opening = " ".join(GOOD.split()[:26]) + " "  # the opening: 26 words, two sentences
+    went = "then he went to the farm with his dog . "
+    assert stories.repeated_events(opening + event * 4 + went + event) == (4, 6)
+    assert stories.repeated_events("") == (0, 0) and stories.repeated_events("the end .") == (0, 0)
+    assert stories.repeated_events(opening + event.upper() + event) == (1, 2)  # case is a decoder's, not a word's
+
+
 def test_hand_written_story_passes():
     assert 100 <= len(GOOD.split()) <= 230
     assert check_story(PROMPT, GOOD) == (True, "")

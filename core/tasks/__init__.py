@@ -40,6 +40,12 @@ def held_out(task: str, n: int, shots: int = 0) -> list[Item]:
             for p, w in zip(word_problems.make_split("test", n), worked)]
 
 
+def repeats(item: Item, answer_text: str) -> tuple[int, int]:
+    """(events repeating an earlier one, events) of a story's answer (stories.repeated_events); a word
+    problem has no events."""
+    return stories.repeated_events(answer_text) if item.task == "stories" else (0, 0)
+
+
 def is_correct(item: Item, answer_text: str) -> bool:
     """A word problem's final number is right; a story passes the story checker."""
     if item.task == "stories":

@@ -360,6 +360,16 @@ def check_story(story_or_prompt: Story | str, text: str) -> CheckResult:
     return CheckResult(True, "")
 
 
+def repeated_events(text: str) -> tuple[int, int]:
+    """(events that repeat an earlier one word for word, events) of a decoded story. Its events are
+    the EVENT_WORDS-word units after the opening's words: where a grammatical story's events stand,
+    and a fixed cut of any other text. A story that loops breaks no rule of the checker; this is what
+    sees it."""
+    words, start = text.lower().split(), len(OPENING.parts)
+    units = [tuple(words[i : i + EVENT_WORDS]) for i in range(start, len(words) - EVENT_WORDS + 1, EVENT_WORDS)]
+    return len(units) - len(set(units)), len(units)
+
+
 def _options(pool: list[Template], s: State, words: list[str]) -> Iterator[int]:
     """For each of `words` (one unit), how many different words the templates in pool could put there,
     given the words before it: a lazy walk over all the fillings the state allows."""
