@@ -24,7 +24,7 @@ import torch
 
 from core.bench import contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, generate
-from core.diagnostics import drift_report
+from core.diagnostics import drift_report, format_drift
 from core.forward_cost import forward_costs, weight_bytes
 from core.loading import (
     UnknownWordsError,
@@ -205,10 +205,11 @@ def run_bench_command(args: argparse.Namespace) -> int:
     elif args.drift:
         c = contenders[0]
         report = drift_report(model, tokenizer, [item.prompt for item in items[shots[0]]], c.policy, c.params, config)
-        curve = report.pop("volatility")
-        print(f"policy: {c.label}")
-        print(json.dumps(report, indent=1))
-        print("K/V change by steps since unmasked:", {a: round(v, 4) for a, v in list(curve.items())[:12]})
+        print(f"policy: {c.label}, {args.task}")
+        print(format_drift(report))
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps({"policy": c.label, "task": args.task, **report}, indent=1) + "\n")
     else:
         rows = []
         for k, some in items.items():  # one interleaved bench per context length

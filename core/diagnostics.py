@@ -1,22 +1,30 @@
 """Diagnostics behind the paper's two observations, measured on the model being shown.
 
-1. Drift: how stale the cache is at the start of a step (its K/V against the K/V a full forward
-   of the current tokens would give), per layer, as 1 - cosine and relative L2; set beside the
-   max decoded-token entropy of the step before, which is what EntropyCache decides on. The cache
-   is the decoding policy's own: under `none` drift is the change one step made, under a caching
-   policy it is the staleness accumulated since the rows were last recomputed.
+1. Drift, as the paper means it: what a step's decode does to the K/V. At the start of step t the
+   probe runs a full forward of the current tokens; each row's relative change from the same
+   forward at the start of step t-1 is what step t-1's decode moved it (`kv_change`), whatever the
+   policy does with its cache. It is set beside the max entropy of the tokens step t-1 decoded (what
+   EntropyCache decides on), split into the rows step t recomputes and the rows it reuses: the
+   second is what the cache risks. Apart from it, the *staleness* of the policy's own cache (its K/V
+   against the fresh ones, per layer, as 1 - cosine and relative L2), which piles up over the
+   partial steps since the last full one and is plotted against them, not against entropy.
+   Two kinds of step pair are marked apart, decided before any measurement: those after an
+   end-of-text was decoded (the masks after it are settled text that no partial step recomputes)
+   and those into a block's first step (forced full whatever the entropy). Correlations are given
+   with and without them.
 2. Volatility: how much a token's fresh K/V still changes from one step to the next, as a
    function of how many steps ago it was unmasked: the curve behind recomputing the k most recent.
 
 `decode(..., before_step=Probe(model))` fills the event fields these read; it costs one extra full
 forward per step, which runs before the step's timing starts and so is not in its compute time.
-`drift_report` pools both over many problems (`python -m core bench --drift`).
+`drift_report` pools both over many prompts (`python -m core bench --drift`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 import torch
 
@@ -51,6 +59,7 @@ class Probe:
             out["drift_cos"], out["drift_l2"] = kv_drift(cache, fresh)
         if self.previous is not None:
             change = row_change(self.previous, fresh).tolist()
+            out["kv_change"] = change
             out["volatility"] = [[ctx.step - s, change[pos]] for pos, s in sorted(self.unmasked_at.items())]
         self.previous = fresh
         return out
@@ -116,24 +125,111 @@ def _ranks(values: list[float]) -> list[float]:
     return ranks
 
 
-def drift_vs_entropy(events: list) -> dict:
-    """Pairs (max entropy decoded at step t-1, mean drift over layers at the start of step t)."""
-    entropy, cos, l2 = [], [], []
+@dataclass(frozen=True)
+class StepPair:
+    """Step t-1's decode and what it did, measured at the start of step t."""
+
+    step: int  # t
+    entropy: float  # max entropy of the tokens step t-1 decoded
+    change: float  # mean K/V change of every row
+    recomputed: float | None  # mean change of the rows step t computes; None: step t is full (every row)
+    reused: float | None  # of the rows it reuses from the cache
+    staleness: float  # the cache against the fresh K/V: relative L2, mean over layers
+    since_full: int  # steps since the cache was last rewritten in full (1: step t-1 was full)
+    tail: bool  # an end-of-text was decoded before step t
+    block_start: bool  # step t opens a block
+
+    @property
+    def marked(self) -> bool:
+        return self.tail or self.block_start
+
+
+def step_pairs(events: list, eos_ids: tuple[int, ...] | set[int]) -> list[StepPair]:
+    """One StepPair per probed step after the first (events of a decode under core.diagnostics.Probe)."""
+    eos, pairs, last_full = set(eos_ids), [], None
     for before, event in zip(events, events[1:]):
-        if event.drift_cos is None:
+        last_full = before.step if before.full else last_full
+        if event.kv_change is None or event.drift_l2 is None:
             continue
-        entropy.append(before.max_entropy)
-        cos.append(sum(event.drift_cos) / len(event.drift_cos))
-        l2.append(sum(event.drift_l2) / len(event.drift_l2))
+        change, rows = event.kv_change, set(event.rows)
+        recomputed = reused = None
+        if not event.full:
+            recomputed = _mean([change[i] for i in sorted(rows)])
+            reused = _mean([c for i, c in enumerate(change) if i not in rows])
+        pairs.append(StepPair(event.step, before.max_entropy, _mean(change), recomputed, reused,
+                              _mean(event.drift_l2), event.step - last_full if last_full is not None else event.step,
+                              any(t in eos for t in before.tokens), event.block != before.block))
+    return pairs
+
+
+SERIES = ("change", "recomputed", "reused")  # every row; the rows the next step computes; those it reuses
+
+
+def links(pairs: list[StepPair]) -> dict:
+    """For each series: its Pearson and Spearman against entropy over every pair with a value, and over
+    the unmarked ones only."""
+    out = {}
+    for name in SERIES:
+        for subset, chosen in (("all", pairs), ("unmarked", [p for p in pairs if not p.marked])):
+            xy = [(p.entropy, getattr(p, name)) for p in chosen if getattr(p, name) is not None]
+            x, y = [a for a, _ in xy], [b for _, b in xy]
+            out[f"{name}_{subset}"] = {"n": len(xy), "pearson": pearson(x, y), "spearman": spearman(x, y)}
+    return out
+
+
+def staleness_curve(pairs: list[StepPair]) -> dict[int, float]:
+    """Mean staleness of the cache by steps since its last full rewrite (unmarked pairs)."""
+    sums: dict[int, float] = defaultdict(float)
+    counts: dict[int, int] = defaultdict(int)
+    for p in pairs:
+        if not p.marked:
+            sums[p.since_full] += p.staleness
+            counts[p.since_full] += 1
+    return {k: sums[k] / counts[k] for k in sorted(sums)}
+
+
+def verdict(link: dict) -> str:
+    """How a Spearman correlation reads, in words (n/a below 8 pairs)."""
+    rho = link["spearman"]
+    if link["n"] < 8 or math.isnan(rho):
+        return "cannot yet say whether it tracks"
+    if rho >= 0.3:
+        return "tracks"
+    if rho >= 0.1:
+        return "weakly tracks"
+    return "does not track" if rho > -0.1 else "runs against"
+
+
+def what_holds(found: dict) -> str:
+    """One sentence on the measurements in `found` (links of unmarked pairs): what entropy predicts here."""
+    recomputed, reused, change = found["recomputed_unmarked"], found["reused_unmarked"], found["change_unmarked"]
+    if reused["n"] == 0:  # every step full (the exact decoder): no split
+        return (f"Here the entropy of what a step decodes {verdict(change)} how far the next step's K/V move "
+                f"(Spearman {change['spearman']:+.2f} over {change['n']} steps).")
+    return (f"Here the entropy of what a step decodes {verdict(recomputed)} how far the rows the next step "
+            f"recomputes move (Spearman {recomputed['spearman']:+.2f}), and {verdict(reused)} how far the rows it "
+            f"reuses from the cache move ({reused['spearman']:+.2f}, {reused['n']} partial steps).")
+
+
+def drift_analysis(events: list, eos_ids: tuple[int, ...] | set[int]) -> dict:
+    """Observation 1 of one decode (or pooled events' pairs): the pairs, their links to entropy, the
+    staleness curve, how many pairs are marked and why, and the sentence of what holds."""
+    return _analysis(step_pairs(events, eos_ids))
+
+
+def _analysis(pairs: list[StepPair]) -> dict:
+    found = links(pairs)
     return {
-        "entropy": entropy,
-        "drift_cos": cos,
-        "drift_l2": l2,
-        "pearson_cos": pearson(entropy, cos),
-        "spearman_cos": spearman(entropy, cos),
-        "pearson_l2": pearson(entropy, l2),
-        "spearman_l2": spearman(entropy, l2),
+        "pairs": pairs,
+        "links": found,
+        "staleness": staleness_curve(pairs),
+        "marked": {"tail": sum(p.tail for p in pairs), "block_start": sum(p.block_start and not p.tail for p in pairs)},
+        "summary": what_holds(found),
     }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def volatility_curve(events: list) -> dict[int, float]:
@@ -147,22 +243,37 @@ def volatility_curve(events: list) -> dict[int, float]:
     return {age: sums[age] / counts[age] for age in sorted(sums)}
 
 
+SERIES_NAMES = {"change": "every row", "recomputed": "rows recomputed", "reused": "rows reused"}
+
+
+def format_drift(report: dict) -> str:
+    """drift_report as the command line prints it: the links as a table, the curves, what holds."""
+    marked = report["marked"]
+    lines = [f"{report['n_pairs']} step pairs; marked apart: {marked['tail']} after an end-of-text, "
+             f"{marked['block_start']} into a block's first step",
+             "K/V change vs previous-step entropy | pairs | Spearman | Pearson | with marked: pairs | Spearman "
+             "| Pearson"]
+    for name in SERIES:
+        u, a = report["links"][f"{name}_unmarked"], report["links"][f"{name}_all"]
+        lines.append(f"{SERIES_NAMES[name]:<36}| {u['n']:5d} | {u['spearman']:+.2f}    | {u['pearson']:+.2f}   | "
+                     f"{a['n']:5d} | {a['spearman']:+.2f}    | {a['pearson']:+.2f}")
+    lines.append("staleness by steps since the last full step: "
+                 + str({k: round(v, 4) for k, v in list(report["staleness"].items())[:12]}))
+    lines.append("K/V change by steps since unmasked: "
+                 + str({k: round(v, 4) for k, v in list(report["volatility"].items())[:12]}))
+    return "\n".join([*lines, report["summary"]])
+
+
 def drift_report(model, tokenizer, prompts: list[str], policy: str, params: dict, config: DecodeConfig) -> dict:
-    """Observations 1 and 2 pooled over prompts, each decoded by `policy` with a Probe: the
-    entropy-vs-drift correlations and the volatility curve."""
-    events_all, pairs = [], {"entropy": [], "drift_cos": [], "drift_l2": []}
+    """Observations 1 and 2 pooled over prompts, each decoded by `policy` with a Probe: the per-step
+    K/V change against entropy (every row, recomputed, reused; all pairs and unmarked), the staleness
+    curve, the marked pairs and the sentence of what holds; and the volatility curve."""
+    pairs, events_all = [], []
     for prompt in prompts:
         ids = chat_prompt_ids(tokenizer, prompt)
         events = list(decode(model, ids, make_policy(policy, **params), config, before_step=Probe(model)))
-        one = drift_vs_entropy(events)
-        for key in pairs:
-            pairs[key] += one[key]
+        pairs += step_pairs(events, model.config.eos_token_ids)
         events_all += events
-    return {
-        "n_pairs": len(pairs["entropy"]),
-        "pearson_cos": pearson(pairs["entropy"], pairs["drift_cos"]),
-        "spearman_cos": spearman(pairs["entropy"], pairs["drift_cos"]),
-        "pearson_l2": pearson(pairs["entropy"], pairs["drift_l2"]),
-        "spearman_l2": spearman(pairs["entropy"], pairs["drift_l2"]),
-        "volatility": volatility_curve(events_all),
-    }
+    report = _analysis(pairs)
+    del report["pairs"]
+    return {"n_pairs": len(pairs), **report, "volatility": volatility_curve(events_all)}

@@ -60,11 +60,13 @@ class StepEvent:
     block_done: bool = False  # this step unmasked the last masked token of its block
     confidences: list[float] = field(default_factory=list)  # probability of each unmasked token when chosen
     capture_s: float = 0.0  # capturing the CUDA graphs this step was the first to need: not in compute_s
-    # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's drift at the
-    # start of the step, per layer, and [steps since unmasked, K/V change since last step] per token.
+    # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's staleness at
+    # the start of the step, per layer; every position's K/V change since the start of the step before;
+    # and [steps since unmasked, K/V change since last step] per unmasked token.
     drift_cos: list[float] | None = None
     drift_l2: list[float] | None = None
     volatility: list[list[float]] | None = None
+    kv_change: list[float] | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)

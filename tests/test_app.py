@@ -460,6 +460,12 @@ def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
     assert '<span class="ec-tok ec-new ec-rc">ok</span>' in out
     assert "[end of text, 1 positions]" in out and "prompt rows recomputed 1/2" in out
     assert render_text(None, text, 4).count('class="ec-mask"') == 4 + 1  # the legend shows one too
+    # An end-of-text decoded while masks stand before and after it: the positions after it are the tail
+    tail = dataclasses.replace(event, tokens=[5, 0, 1, 0, 6], rows=[])
+    out = render_text(tail, text, 5)
+    assert out.count("ec-tail") == 2 + 1  # response indices 3 (masked) and 4, and the legend's
+    assert '<span class="ec-mask ec-tail"></span> <span class="ec-tok ec-tail">ok</span>' in out
+    assert '<span class="ec-mask"></span> <span class="ec-tok ec-new">&lt;|eos|&gt;</span>' in out  # up to it: no tail
 
 
 # ---- models -------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
 from app.widgets.explain import explain_step
 from core.decoder import DecodeConfig, decode
-from core.diagnostics import Probe, drift_vs_entropy, volatility_curve
+from core.diagnostics import Probe, drift_analysis, volatility_curve
 from core.events import StepEvent
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
@@ -92,27 +92,29 @@ def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations
     for i, u in enumerate(updates):
         assert len(u.events) == i + 1
         assert isinstance(u.banner_html, str) and 'class="ec-text"' in u.text_html
-        assert all(isinstance(f, go.Figure) for f in (u.scatter_fig, u.heatmap_fig, u.volatility_fig))
+        assert all(isinstance(f, go.Figure) for f in (u.scatter_fig, u.staleness_fig, u.heatmap_fig, u.volatility_fig))
         assert (u.final_text is not None) == (i == len(updates) - 1)
     last = updates[-1]
-    want = drift_vs_entropy(direct)
-    assert set(last.stats) == set(want)
-    for key in ("entropy", "drift_cos", "drift_l2"):
-        assert last.stats[key] == want[key]
-    for key in ("pearson_cos", "spearman_cos", "pearson_l2", "spearman_l2"):
-        assert same(last.stats[key], want[key])
+    want = drift_analysis(direct, model.config.eos_token_ids)
+    assert last.analysis["pairs"] == want["pairs"] and last.analysis["summary"] == want["summary"]
+    for key, link in want["links"].items():
+        assert all(same(last.analysis["links"][key][m], link[m]) for m in ("pearson", "spearman"))
     assert last.curve == volatility_curve(direct)
     assert [e.tokens for e in last.events] == [e.tokens for e in direct]
-    # The figures show those numbers: the title's r and rho, the scatter's points, the heatmap, the log curve.
+    # The figures show those numbers: the title's rho per series, the scatter's points (reused rows first,
+    # unmarked then marked), the staleness curve, the heatmap, the log curve.
     title = last.scatter_fig.layout.title.text
-    assert f"Pearson {want['pearson_cos']:+.2f}" in title and f"Spearman {want['spearman_cos']:+.2f}" in title
-    assert list(last.scatter_fig.data[0].x) == want["entropy"] and list(last.scatter_fig.data[0].y) == want["drift_cos"]
+    assert f"Spearman {want['links']['reused_unmarked']['spearman']:+.2f}" in title
+    reused = [p for p in want["pairs"] if p.reused is not None and not p.marked]
+    assert list(last.scatter_fig.data[0].x) == [p.entropy for p in reused]
+    assert list(last.scatter_fig.data[0].y) == [p.reused for p in reused]
+    assert list(last.staleness_fig.data[1].x) == list(want["staleness"])
     z = drift_matrix(list(last.events), model.config.n_layers, 32)
     assert np.isnan(z[:, 0]).all()  # step 0 has nothing cached to drift
     np.testing.assert_allclose(z[:, 1], direct[1].drift_cos, rtol=1e-6)
     assert last.volatility_fig.layout.yaxis.type == "log"
     assert list(last.volatility_fig.data[0].x) == sorted(volatility_curve(direct))
-    assert "Done" in last.banner_html and f"{want['spearman_cos']:+.3f}" in last.banner_html
+    assert "Done" in last.banner_html and html.escape(want["summary"]) in last.banner_html
 
 
 def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
@@ -133,10 +135,10 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     out = list(d.run(*drift_args(), request=me))
     assert all(set(o) <= set(d.panels.outputs()) for o in out) and len(d.ctx.board) == 0
     assert all(set(o) == set(d.panels.outputs()) for o in (out[0], out[-1]))  # the start and the end: all of them
-    banner, text, scatter, heatmap, volatility, final, run, slider, explanation = (out[-1][c] for c in
-                                                                                   d.panels.outputs())
+    banner, text, scatter, staleness, heatmap, volatility, final, run, slider, explanation = (
+        out[-1][c] for c in d.panels.outputs())
     assert "Done" in banner and final and isinstance(run, DriftRun) and len(run.events) == 32
-    assert all(isinstance(f, go.Figure) for f in (scatter, heatmap, volatility))
+    assert all(isinstance(f, go.Figure) for f in (scatter, staleness, heatmap, volatility))
     assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
     _, tokenizer = registry.get(EMBEDDED_LABEL)
     assert d.explain(3, run) == explain_step(run.events[3], run.events[4], tokenizer)
@@ -172,7 +174,7 @@ def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message:
 def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(registry) -> None:
     d = drift_tab(registry)
     out = list(d.run(*drift_args(policy="dllm-cache", dllm_cache_rho=0.5), request=SimpleNamespace(session_hash="me")))
-    banner, _, scatter, _, _, _, run, _, _ = (out[-1][c] for c in d.panels.outputs())
+    banner, _, scatter, _, _, _, _, run, _, _ = (out[-1][c] for c in d.panels.outputs())
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = list(decode(model, chat_prompt_ids(tokenizer, PROMPT), make_policy("dllm-cache", rho=0.5),
                          DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))

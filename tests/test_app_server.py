@@ -7,6 +7,7 @@ REQUIRE_BROWSER=1 (as .ci/run sets), so CI cannot go green without it.
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 import os
@@ -38,7 +39,7 @@ from app.sweep.render import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from core.bench import sweep  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
-from core.diagnostics import Probe, drift_vs_entropy  # noqa: E402
+from core.diagnostics import Probe, drift_analysis  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from core.tasks import held_out  # noqa: E402
@@ -59,7 +60,7 @@ CHROMIUM_ARGS = [
 ]
 PROMPTS = [p.prompt for p in make_split("test", 3)]
 N_OUTPUTS = 13  # banner, 2 x (speed, text, entropy plot, rows plot), 2 final texts, summary, trace
-N_DRIFT_OUTPUTS = 8  # banner, text, 3 plots, final text, step slider, explanation (the session state stays server-side)
+N_DRIFT_OUTPUTS = 9  # banner, text, 4 plots, final text, step slider, explanation (the session state stays server-side)
 
 
 def free_port() -> int:
@@ -156,14 +157,13 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
     ids = chat_prompt_ids(tokenizer, a["prompt"])
     events = list(decode(model, ids, make_policy("entropy", tau=a["tau"], k=a["k"]),
                          DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"]), before_step=Probe(model)))
-    stats = drift_vs_entropy(events)
-    assert "Done" in out[0] and f"Spearman {stats['spearman_cos']:+.3f}" in out[0]
-    assert f"Pearson {stats['pearson_l2']:+.3f}" in out[0]
+    analysis = drift_analysis(events, model.config.eos_token_ids)
+    assert "Done" in out[0] and html.escape(analysis["summary"]) in out[0]
     last = events[-1]
-    assert out[5] == tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
-    for plot in out[2:5]:
+    assert out[6] == tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
+    for plot in out[2:6]:
         assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
-    assert out[6]["maximum"] == len(events) - 1 and f"**Step {len(events) - 1}**" in out[7]
+    assert out[7]["maximum"] == len(events) - 1 and f"**Step {len(events) - 1}**" in out[8]
 
 
 def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -> None:

@@ -166,16 +166,22 @@ def test_weight_bytes_count_what_every_pass_reads(saved):
 
 
 def test_drift_report_pools_problems(saved):
-    from core.diagnostics import drift_report
+    from core.diagnostics import drift_report, format_drift
 
     model, tok = load_model(saved)
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
     prompts = [p.prompt for p in make_split("test", 2)]
     report = drift_report(model, tok, prompts, "entropy", {"tau": 0.5, "k": 2}, config)
     assert report["n_pairs"] == 2 * 15  # every step but the first of each problem
-    for key in ("pearson_cos", "spearman_cos", "pearson_l2", "spearman_l2"):
-        assert -1.0 <= report[key] <= 1.0
-    assert min(report["volatility"]) == 1
+    assert report["marked"]["block_start"] == 2  # one block start after the first, per problem
+    links = report["links"]
+    assert links["change_all"]["n"] == 30 and links["change_unmarked"]["n"] == 30 - sum(report["marked"].values())
+    for link in links.values():
+        assert math.isnan(link["spearman"]) or -1.0 <= link["spearman"] <= 1.0
+    assert min(report["volatility"]) == 1 and min(report["staleness"]) >= 1
+    assert report["summary"].startswith("Here the entropy of what a step decodes")
+    text = format_drift(report)
+    assert "30 step pairs" in text and "rows reused" in text and report["summary"] in text
 
 
 def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):

@@ -7,7 +7,21 @@ import torch
 from conftest import busy_for, tiny_model
 
 from core.decoder import DecodeConfig, decode
-from core.diagnostics import Probe, drift_vs_entropy, kv_drift, pearson, row_change, spearman, volatility_curve
+from core.diagnostics import (
+    Probe,
+    StepPair,
+    drift_analysis,
+    kv_drift,
+    links,
+    pearson,
+    row_change,
+    spearman,
+    staleness_curve,
+    step_pairs,
+    verdict,
+    volatility_curve,
+    what_holds,
+)
 from core.events import StepEvent
 from core.kv_cache import KVCache
 from core.policies import make_policy
@@ -75,6 +89,8 @@ def test_probe_changes_no_token_and_matches_a_hand_computation():
     unmasked_at = {pos: s for s, e in enumerate(probed[:t]) for pos in e.unmasked}
     expected = sorted([t - s, float(change[pos])] for pos, s in unmasked_at.items())
     assert sorted(probed[t].volatility) == [[a, pytest.approx(v)] for a, v in expected]
+    # Drift as the paper means it: every row's change, the same measure, from step t-1's start to step t's
+    assert probed[t].kv_change == pytest.approx(change.tolist()) and probed[1].kv_change is not None
 
 
 def test_probe_time_is_not_counted_as_decode_time(monkeypatch):
@@ -91,19 +107,59 @@ def test_probe_time_is_not_counted_as_decode_time(monkeypatch):
     assert probed[-1].totals.compute_s < 0.8
 
 
-def test_drift_vs_entropy_pairs_previous_entropy_with_current_drift():
-    def event(step, max_entropy, drift):
-        return StepEvent(step, 0, 3, [], [], [], [], max_entropy, False, "", [], [1, 1], 0.0, 0.0,
-                         drift_cos=None if drift is None else [drift, drift],
-                         drift_l2=None if drift is None else [2 * drift, 2 * drift],
-                         volatility=[[1, 0.5], [2, 0.1]] if drift is not None else None)
+EOS = 1
 
-    events = [event(0, 0.1, None), event(1, 0.9, 0.01), event(2, 0.3, 0.09), event(3, 0.0, 0.03)]
-    r = drift_vs_entropy(events)
-    assert r["entropy"] == [0.1, 0.9, 0.3] and r["drift_cos"] == [0.01, 0.09, 0.03]
-    assert r["drift_l2"] == [0.02, 0.18, 0.06]
-    assert r["spearman_cos"] == pytest.approx(1.0) and r["pearson_l2"] > 0.99
-    assert volatility_curve(events) == {1: pytest.approx(0.5), 2: pytest.approx(0.1)}
+
+def event(step, block, full, rows, max_entropy, change, staleness, tokens=(5, 5)):
+    """A probed step: 4 positions (0, 1 the prompt), `rows` computed, each row's K/V `change` since the last step."""
+    return StepEvent(step, block, 2, list(tokens), [], [], [], max_entropy, full, "", list(rows), [1, 1], 0.0, 0.0,
+                     drift_cos=None if change is None else [staleness, staleness],
+                     drift_l2=None if change is None else [staleness, 3 * staleness],
+                     volatility=[[1, 0.5], [2, 0.1]] if change is not None else None, kv_change=change)
+
+
+ALL = [0, 1, 2, 3]
+EVENTS = [
+    event(0, 0, True, ALL, 0.1, None, None),
+    event(1, 0, False, [2, 3], 0.9, [0.0, 0.3, 0.4, 0.6], 0.01),  # after step 0 (full): 1 since full
+    event(2, 0, False, [3], 0.3, [0.1, 0.1, 0.1, 0.9], 0.02, tokens=(EOS, 5)),
+    event(3, 1, True, ALL, 0.0, [0.3, 0.3, 0.3, 0.3], 0.03, tokens=(EOS, 5)),  # a block start, after an eos
+]
+
+
+def test_step_pairs_split_the_change_by_the_next_steps_rows_and_mark_tail_and_block_starts():
+    one, two, three = step_pairs(EVENTS, {EOS})
+    assert one == StepPair(1, 0.1, pytest.approx(0.325), pytest.approx(0.5), pytest.approx(0.15), pytest.approx(0.02),
+                           1, False, False)
+    assert (two.entropy, two.recomputed, two.reused, two.since_full) == (0.9, 0.9, pytest.approx(0.1), 2)
+    assert not two.marked  # step 1 left an end-of-text: the pair into step 3 is the tail
+    assert (three.recomputed, three.reused, three.tail, three.block_start) == (None, None, True, True)
+    assert three.change == pytest.approx(0.3) and three.since_full == 3
+
+
+def test_links_curve_and_sentence_by_hand():
+    pairs = step_pairs(EVENTS, {EOS})
+    found = links(pairs)
+    assert found["change_all"]["n"] == 3 and found["change_unmarked"]["n"] == 2
+    assert found["reused_all"]["n"] == 2 and found["reused_unmarked"]["spearman"] == pytest.approx(-1.0)
+    assert found["recomputed_unmarked"]["spearman"] == pytest.approx(1.0)
+    assert staleness_curve(pairs) == {1: pytest.approx(0.02), 2: pytest.approx(0.04)}  # marked pairs left out
+    analysis = drift_analysis(EVENTS, {EOS})
+    assert analysis["marked"] == {"tail": 1, "block_start": 0} and analysis["links"] == found
+    assert "cannot yet say" in analysis["summary"]  # 2 pairs: too few to say
+    link = {"n": 20, "spearman": 0.34}
+    assert [verdict({**link, "spearman": r}) for r in (0.34, 0.17, 0.02, -0.2)] == [
+        "tracks", "weakly tracks", "does not track", "runs against"]
+    split = {"recomputed_unmarked": {"n": 40, "spearman": 0.34}, "reused_unmarked": {"n": 40, "spearman": -0.01},
+             "change_unmarked": {"n": 50, "spearman": 0.3}}
+    assert what_holds(split) == (
+        "Here the entropy of what a step decodes tracks how far the rows the next step recomputes move "
+        "(Spearman +0.34), and does not track how far the rows it reuses from the cache move (-0.01, 40 partial "
+        "steps).")
+    assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan}}) == (
+        "Here the entropy of what a step decodes tracks how far the next step's K/V move (Spearman +0.30 over 50 "
+        "steps).")
+    assert volatility_curve(EVENTS) == {1: pytest.approx(0.5), 2: pytest.approx(0.1)}
 
 
 def test_drift_values_are_finite_and_non_negative():

@@ -1,4 +1,5 @@
-"""Plotly figures of a diagnostic decode: drift vs entropy, drift per layer and step, K/V volatility by age.
+"""Plotly figures of a diagnostic decode: K/V change vs entropy, cache staleness by steps since a full step and
+per layer, K/V volatility by age.
 
 They read what core.diagnostics computes from the events; nothing here measures anything. No gradio here.
 """
@@ -18,20 +19,64 @@ def _r(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:+.2f}"
 
 
-def drift_scatter(stats: dict, tau: float | None) -> go.Figure:
-    """Previous step's max entropy (x) against mean drift over layers (1 - cosine, y); r and rho in the
-    title; EntropyCache's threshold `tau` as a dashed line (None: no line, for a policy without one)."""
+SERIES_STYLE = {  # core.diagnostics.SERIES: what each shows, and its colour
+    "reused": ("rows the next step reuses", FULL_COLOR),
+    "recomputed": ("rows it recomputes", LINE_COLOR),
+    "change": ("every row (every step is full)", LINE_COLOR),
+}
+
+
+def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
+    """The previous step's max entropy (x) against how far that step moved the K/V (y, mean relative
+    change): the rows the next step reuses, what the cache risks, and those it recomputes; with every
+    step full, every row. Pairs after an end-of-text or into a block's first step are hollow and out of
+    the correlations the title gives first. EntropyCache's `tau` is a dashed line (None: none)."""
+    pairs, links = analysis["pairs"], analysis["links"]
+    shown = ("reused", "recomputed") if any(p.reused is not None for p in pairs) else ("change",)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=stats["entropy"], y=stats["drift_cos"], mode="markers", name="steps",
-                             marker=dict(size=6, color=LINE_COLOR, opacity=0.7),
-                             hovertemplate="entropy %{x:.3f}<br>drift %{y:.2e}<extra></extra>"))
+    for name in shown:
+        label, color = SERIES_STYLE[name]
+        for marked in (False, True):
+            points = [p for p in pairs if p.marked == marked and getattr(p, name) is not None]
+            fig.add_trace(go.Scatter(
+                x=[p.entropy for p in points], y=[getattr(p, name) for p in points], mode="markers",
+                name=label + (" (marked apart)" if marked else ""), legendgroup=name, showlegend=not marked,
+                marker=dict(size=6, color=color, opacity=0.75, symbol="circle-open" if marked else "circle"),
+                customdata=[p.step for p in points],
+                hovertemplate="step %{customdata}<br>entropy %{x:.3f}<br>change %{y:.2e}<extra></extra>"))
     if tau is not None:
         fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5))
-    title = (f"Drift vs previous-step entropy: Pearson {_r(stats['pearson_cos'])}, "
-             f"Spearman {_r(stats['spearman_cos'])} ({len(stats['entropy'])} steps)")
-    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=320, margin=MARGIN, showlegend=False,
-                      xaxis=dict(title="max entropy decoded at the previous step (nats)"),
-                      yaxis=dict(title="mean drift (1 - cosine)"), template="plotly_white")
+    parts = [f"{SERIES_STYLE[name][0].split(' (')[0]}: Spearman {_r(links[f'{name}_unmarked']['spearman'])} "
+             f"({_r(links[f'{name}_all']['spearman'])} with marked)" for name in shown]
+    fig.update_layout(
+        title=dict(text="K/V change vs previous-step entropy<br><sup>" + "; ".join(parts) + "</sup>",
+                   font=dict(size=13)),
+        height=340, margin=dict(MARGIN, t=60), template="plotly_white",
+        legend=dict(orientation="h", y=-0.3, font=dict(size=11)),
+        xaxis=dict(title="max entropy decoded at the previous step (nats)"),
+        yaxis=dict(title="mean relative K/V change", type="log"),
+        annotations=[dict(text="hollow: after an end-of-text, or into a block's first step", showarrow=False,
+                          xref="paper", yref="paper", x=1, y=1.02, xanchor="right", font=dict(size=10))])
+    return fig
+
+
+def staleness_figure(analysis: dict) -> go.Figure:
+    """The policy's cache against the fresh K/V (relative L2) at the start of each step, by steps since
+    its last full rewrite: what the partial steps pile up (unmarked pairs; the mean as a line)."""
+    points = [p for p in analysis["pairs"] if not p.marked]
+    curve = analysis["staleness"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[p.since_full for p in points], y=[p.staleness for p in points], mode="markers",
+                             name="steps", marker=dict(size=5, color=LINE_COLOR, opacity=0.45),
+                             customdata=[p.step for p in points],
+                             hovertemplate="step %{customdata}<br>%{x} since full<br>staleness %{y:.2e}"
+                                           "<extra></extra>"))
+    fig.add_trace(go.Scatter(x=list(curve), y=list(curve.values()), mode="lines", name="mean",
+                             line=dict(color=FULL_COLOR, width=2)))
+    fig.update_layout(title=dict(text="Cache staleness by steps since the last full step", font=dict(size=13)),
+                      height=340, margin=MARGIN, showlegend=False, template="plotly_white",
+                      xaxis=dict(title="steps since the cache was last rewritten in full", rangemode="tozero"),
+                      yaxis=dict(title="cache vs fresh K/V (relative L2)"))
     return fig
 
 
@@ -53,7 +98,8 @@ def drift_heatmap(events: list[StepEvent], n_layers: int, max_steps: int) -> go.
         fig.add_trace(go.Scatter(x=full, y=[n_layers - 0.5] * len(full), mode="markers", name="full step",
                                  marker=dict(symbol="triangle-down", color=FULL_COLOR, size=7), cliponaxis=False,
                                  hovertemplate="step %{x}: full<extra></extra>"))
-    fig.update_layout(title=dict(text="Cache drift per layer at the start of each step", font=dict(size=13)),
+    title = "Cache staleness (1 - cos) per layer at the start of each step"
+    fig.update_layout(title=dict(text=title, font=dict(size=13)),
                       height=300, margin=MARGIN, showlegend=False, template="plotly_white",
                       xaxis=dict(title="step", range=[-0.5, max_steps - 0.5]),
                       yaxis=dict(title="layer", range=[-0.5, n_layers - 0.5]))

@@ -1,5 +1,6 @@
-"""The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner, the
-response text and three figures, using core.diagnostics for every number.
+"""The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner (with the
+sentence of what holds on this prompt), the response text and four figures, using core.diagnostics for
+every number.
 
 Data flows one way: the decoder yields events, this module only reads them. No gradio here.
 """
@@ -7,7 +8,6 @@ Data flows one way: the decoder yields events, this module only reads them. No g
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -15,10 +15,10 @@ import plotly.graph_objects as go
 from app.controls.declared import OURS
 from app.controls.run import Run
 from app.drift.decode import DriftSnapshot
-from app.drift.plots import drift_heatmap, drift_scatter, volatility_figure
+from app.drift.plots import change_scatter, drift_heatmap, staleness_figure, volatility_figure
 from app.widgets.banner import banner
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
-from core.diagnostics import drift_vs_entropy, volatility_curve
+from core.diagnostics import drift_analysis, volatility_curve
 from core.events import StepEvent
 from core.loading import answer_text, chat_prompt_ids
 
@@ -28,16 +28,13 @@ class DriftUpdate:
     banner_html: str
     text_html: str
     scatter_fig: go.Figure
+    staleness_fig: go.Figure
     heatmap_fig: go.Figure
     volatility_fig: go.Figure
-    stats: dict  # core.diagnostics.drift_vs_entropy of the events so far
+    analysis: dict  # core.diagnostics.drift_analysis of the events so far
     curve: dict[int, float]  # core.diagnostics.volatility_curve of the events so far
     events: tuple[StepEvent, ...]
     final_text: str | None = None  # only on the last update of a decode that ran to the end
-
-
-def _fmt(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:+.3f}"
 
 
 class DriftRenderer:
@@ -51,6 +48,7 @@ class DriftRenderer:
         self.max_steps = run.max_steps
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
+        self.eos_ids = cfg.eos_token_ids
         self.policy = run.policies[0].describe()
         self.tau = run.settings["tau"] if run.settings["policy"] == OURS else None  # a threshold only ours has
 
@@ -61,30 +59,30 @@ class DriftRenderer:
         return self._render(snap.events, "", snap.finished)
 
     def _render(self, events: tuple[StepEvent, ...], message: str, finished: bool) -> DriftUpdate:
-        stats = drift_vs_entropy(list(events))
+        analysis = drift_analysis(list(events), self.eos_ids)
         curve = volatility_curve(list(events))
         return DriftUpdate(
-            banner_html=self._banner(events, stats, message, finished),
+            banner_html=self._banner(events, analysis, message, finished),
             text_html=render_text(events[-1] if events else None, self.text, self.run.config.gen_len,
                                   confidence_by_position(events)),
-            scatter_fig=drift_scatter(stats, self.tau),
+            scatter_fig=change_scatter(analysis, self.tau),
+            staleness_fig=staleness_figure(analysis),
             heatmap_fig=drift_heatmap(list(events), self.n_layers, self.max_steps),
             volatility_fig=volatility_figure(curve),
-            stats=stats,
+            analysis=analysis,
             curve=curve,
             events=events,
             final_text=answer_text(self.tokenizer, events[-1]) if finished and events else None,
         )
 
-    def _banner(self, events, stats: dict, message: str, finished: bool) -> str:
+    def _banner(self, events, analysis: dict, message: str, finished: bool) -> str:
         if message:
-            body = message
-        else:
-            full = sum(e.full for e in events)
-            state = "Done" if finished else "Decoding"
-            body = (f"{state} ({html.escape(self.policy)}, probe on): step {len(events)} of at most {self.max_steps}, "
-                    f"{full} full. Entropy vs drift over {len(stats['entropy'])} steps: "
-                    f"1 - cos Pearson {_fmt(stats['pearson_cos'])}, Spearman {_fmt(stats['spearman_cos'])}; "
-                    f"relative L2 Pearson {_fmt(stats['pearson_l2'])}, Spearman {_fmt(stats['spearman_l2'])}.")
-        return banner(body)
+            return banner(message)
+        full = sum(e.full for e in events)
+        state = "Done" if finished else "Decoding"
+        marked = analysis["marked"]
+        return banner(
+            f"{state} ({html.escape(self.policy)}, probe on): step {len(events)} of at most {self.max_steps}, "
+            f"{full} full. {html.escape(analysis['summary'])} <span class='ec-note'>Left out: "
+            f"{marked['tail']} steps after an end-of-text, {marked['block_start']} into a block's first step.</span>")
 

@@ -25,11 +25,14 @@ from app.widgets.explain import explain_step
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics
 The picked policy (EntropyCache, or one of the caches it is compared with) decodes the prompt with a probe
-on: before each step the probe compares the cache with what a full forward of the current tokens would give
-(the *drift*, per layer), and measures how much each decoded token's K/V still changes from one step to the
-next (its *volatility*, by steps since it was unmasked). The probe's extra forward is not counted in any
-step's time. *Explain a step* tells each step in the policy's own words, layer by layer for the layer-wise
-caches."""
+on. Before each step the probe runs a full forward of the current tokens and measures how far the last
+step's decode moved every row's K/V (*drift*, as the paper means it), set against the entropy of what that
+step decoded and split into the rows the next step recomputes and the rows it reuses from the cache (what
+the cache risks); how stale the policy's own cache has grown since its last full step; and how much a
+decoded token's K/V still changes from one step to the next (*volatility*). Steps after an end-of-text and
+into a block's first step are marked apart: their drift says nothing about entropy. The probe's forward is
+in no step's time. Pick a story and a word problem from the examples to see where entropy predicts drift
+and where it does not. *Explain a step* tells each step in the policy's own words."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class DriftPanels:
     status: gr.HTML
     text: gr.HTML
     scatter: gr.Plot
+    staleness: gr.Plot
     heatmap: gr.Plot
     volatility: gr.Plot
     final: gr.Textbox
@@ -58,12 +62,13 @@ class DriftPanels:
 
     def outputs(self) -> list[Block]:
         """What a diagnostic decode updates, in the HTTP API's order (`/drift`; the state stays server-side)."""
-        return [self.status, self.text, self.scatter, self.heatmap, self.volatility, self.final, self.record,
-                self.step, self.explanation]
+        return [self.status, self.text, self.scatter, self.staleness, self.heatmap, self.volatility, self.final,
+                self.record, self.step, self.explanation]
 
     def show(self, update: DriftUpdate) -> Outputs:
         return {self.status: update.banner_html, self.text: update.text_html, self.scatter: update.scatter_fig,
-                self.heatmap: update.heatmap_fig, self.volatility: update.volatility_fig}
+                self.staleness: update.staleness_fig, self.heatmap: update.heatmap_fig,
+                self.volatility: update.volatility_fig}
 
     def cleared(self) -> Outputs:
         """A new decode: the previous one's results and explanation go."""
@@ -127,15 +132,17 @@ def build_drift_panels() -> DriftPanels:
     status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
     text = gr.HTML(elem_id="drift-text")
     with gr.Row(equal_height=False):
-        scatter = gr.Plot(label="Drift vs entropy", show_label=False, elem_id="drift-scatter")
+        scatter = gr.Plot(label="K/V change vs entropy", show_label=False, elem_id="drift-scatter")
+        staleness = gr.Plot(label="Staleness by steps since a full step", show_label=False, elem_id="drift-staleness")
+    with gr.Row(equal_height=False):
+        heatmap = gr.Plot(label="Staleness per layer and step", show_label=False, elem_id="drift-heatmap")
         volatility = gr.Plot(label="Volatility", show_label=False, elem_id="drift-volatility")
-    heatmap = gr.Plot(label="Drift per layer and step", show_label=False, elem_id="drift-heatmap")
     final = gr.Textbox(label="Final text", lines=2, interactive=False, elem_id="drift-final")
     gr.Markdown("### Explain a step")
     # Raw: a step out of range gets the handler's message, which names the step's range.
     step = raw_slider(0, 1, value=0, step=1, label="step", interactive=False, elem_id="drift-step")
     explanation = gr.Markdown(NO_RUN, elem_id="drift-explain")
-    return DriftPanels(status, text, scatter, heatmap, volatility, final, gr.State(None), step, explanation)
+    return DriftPanels(status, text, scatter, staleness, heatmap, volatility, final, gr.State(None), step, explanation)
 
 
 def build_drift_tab(ctx: AppContext) -> DriftTab:

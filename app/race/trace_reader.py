@@ -24,11 +24,11 @@ MAX_TEXT = 500_000  # a final text, a prompt
 MAX_STEP_S = 3600.0
 SIDES = ("left", "right")
 EVENT_FIELDS = [f.name for f in fields(StepEvent)]
-PROBE_FIELDS = ("drift_cos", "drift_l2", "volatility")  # a race's events have none
+PROBE_FIELDS = ("drift_cos", "drift_l2", "volatility", "kv_change")  # a race's events have none
 TOTALS_FIELDS = [f.name for f in fields(Totals)]
 # Fields a step's event and totals gained after this format was first written out: a trace from
 # before them has none and reads as what they were then.
-LATER_FIELDS = {"capture_s": 0.0}  # CUDA graphs' capture time (core/passes.py)
+LATER_FIELDS = {"capture_s": 0.0, "kv_change": None}  # CUDA graphs' capture time (core/passes.py), a probe's field
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def _lane(raw: object, where: str, side: str, shape: _Shape) -> RecordedLane:
 
 
 def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
-    e = _object(_with_later_fields(raw), where, EVENT_FIELDS)
+    e = _object(_with_later_fields(raw, EVENT_FIELDS), where, EVENT_FIELDS)
     for name in PROBE_FIELDS:
         if e[name] is not None:
             raise ValueError(f"{where}.{name}: a race's steps have none, got {_show(e[name])}")
@@ -182,7 +182,7 @@ def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
 
 
 def _totals(raw: object, where: str) -> Totals:
-    t = _object(_with_later_fields(raw), where, (*TOTALS_FIELDS, "rows_fraction", "tokens_per_s"))
+    t = _object(_with_later_fields(raw, TOTALS_FIELDS), where, (*TOTALS_FIELDS, "rows_fraction", "tokens_per_s"))
     return Totals(**{name: (_number(t[name], f"{where}.{name}", 0, MAX_STEP_S * MAX_EVENTS) if name.endswith("_s")
                             else _int(t[name], f"{where}.{name}", 0, MAX_ID)) for name in TOTALS_FIELDS})
 
@@ -224,8 +224,10 @@ def _object(raw: object, where: str, keys: tuple[str, ...] | list[str], optional
     return dict(raw)
 
 
-def _with_later_fields(raw: object) -> object:
-    return {**LATER_FIELDS, **raw} if isinstance(raw, dict) else raw
+def _with_later_fields(raw: object, names: list[str]) -> object:
+    """`raw` with the LATER_FIELDS among `names` it lacks, at their value from before they were written."""
+    later = {name: value for name, value in LATER_FIELDS.items() if name in names}
+    return {**later, **raw} if isinstance(raw, dict) else raw
 
 
 def _list(raw: object, where: str, max_len: int) -> list:

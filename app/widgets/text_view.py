@@ -1,5 +1,7 @@
 """HTML of a partially unmasked response: masks visible, this step's news outlined, every decoded token
-coloured by the confidence it was chosen with (viridis bins: colour-blind safe, dark = unsure).
+coloured by the confidence it was chosen with (viridis bins: colour-blind safe, dark = unsure), and the
+positions after a decoded end-of-text (the tail: text that is over, still decoded mask by mask, whose
+K/V no partial step of a block-local cache recomputes) hatched.
 
 Every piece of token text is HTML-escaped: a model can emit '<script>' as well as anything else.
 """
@@ -25,6 +27,7 @@ CSS = """
 .ec-rc { border-bottom-color: #2f6fed; }
 .ec-mask.ec-rc { background: #a9bff5; }
 .ec-end { color: #8a8f98; font-size: 11px; }
+.ec-tail { background-image: repeating-linear-gradient(45deg, transparent 0 3px, #8a8f9866 3px 5px); }
 .ec-legend { font-size: 12px; color: #666; margin-bottom: 4px; }
 .ec-legend span { margin-right: 10px; }
 """ + "".join(f".ec-c{i} {{ background: {bg}; color: {fg}; border-radius: 3px; }}\n"
@@ -33,7 +36,8 @@ CSS = """
 LEGEND = (
     '<div class="ec-legend"><span><span class="ec-mask"></span> masked</span>'
     '<span><span class="ec-tok ec-new">tok</span> unmasked this step</span>'
-    '<span><span class="ec-tok ec-rc">tok</span> cache row recomputed this step</span></div>'
+    '<span><span class="ec-tok ec-rc">tok</span> cache row recomputed this step</span>'
+    '<span><span class="ec-mask ec-tail"></span> after an end-of-text</span></div>'
     '<div class="ec-legend">confidence when unmasked: '
     + "".join(f'<span class="ec-tok ec-c{i}">{low:.0%}-{min(high, 1):.0%}</span>'
               for i, (low, (high, _, _)) in enumerate(zip((0, 0.2, 0.4, 0.6, 0.8), CONFIDENCE_BINS)))
@@ -104,8 +108,10 @@ def render_text(event: StepEvent | None, text: TokenText, gen_len: int,
     recomputed = {pos - p for pos in event.rows if pos >= p}
     tokens = event.tokens
     end = _trailing_end(tokens, text.eos_ids)
+    tail = next((i + 1 for i, t in enumerate(tokens) if t in text.eos_ids), len(tokens))
     confidence = confidence or {}
-    spans = [_span(i, t, text, i in new, i in recomputed, confidence.get(i)) for i, t in enumerate(tokens[:end])]
+    spans = [_span(i, t, text, i in new, i in recomputed, confidence.get(i), i >= tail)
+             for i, t in enumerate(tokens[:end])]
     if end < len(tokens):
         spans.append(f'<span class="ec-end">[end of text, {len(tokens) - end} positions]</span>')
     prompt_rows = sum(1 for pos in event.rows if pos < p)
@@ -113,8 +119,11 @@ def render_text(event: StepEvent | None, text: TokenText, gen_len: int,
     return f'{LEGEND}{note}<div class="ec-text">{text.sep.join(spans)}</div>'
 
 
-def _span(i: int, token: int, text: TokenText, new: bool, recomputed: bool, confidence: float | None) -> str:
+def _span(i: int, token: int, text: TokenText, new: bool, recomputed: bool, confidence: float | None,
+          tail: bool) -> str:
     classes = ["ec-mask" if token == text.mask_id else "ec-tok"]
+    if tail:
+        classes.append("ec-tail")
     if confidence is not None and token != text.mask_id:
         classes.append(f"ec-c{confidence_bin(confidence)}")
     if new:
