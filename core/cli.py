@@ -199,7 +199,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if (row_counts or args.drift) and len(shots) > 1:
         raise ValueError("--shots takes one count with --forward-rows or --drift")
     model, tokenizer = _load(args)
-    config = DecodeConfig.for_model(model.config, **settings)
+    config = DecodeConfig.for_model(model.config, task=args.task, **settings)  # a task's declared settings
     if row_counts:
         _print_forward_costs(model, args.length, row_counts)
     elif args.drift:

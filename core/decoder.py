@@ -75,14 +75,21 @@ class DecodeConfig:
 
     @classmethod
     def for_model(
-        cls, model_config: ModelConfig, gen_len: int | None = None, block_len: int | None = None, **settings
+        cls, model_config: ModelConfig, gen_len: int | None = None, block_len: int | None = None,
+        task: str | None = None, **settings,
     ) -> DecodeConfig:
         """A config whose gen and block length default (when None) to the model's own decode defaults
-        (ModelConfig.gen_len, block_len); `settings` are the other fields. The CLI, bench and app use it."""
+        (ModelConfig.gen_len, block_len), and whose other settings, for one of the model's own tasks, to
+        what it declares for that task (ModelConfig.task_settings); `settings` are the other fields, given
+        explicitly. The CLI, bench and app use it."""
+        declared = model_config.task_settings.get(task, {}) if task else {}
+        unknown = sorted(set(declared) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"the model's task_settings for {task!r} name no decode setting: {', '.join(unknown)}")
         return cls(
             gen_len=model_config.gen_len if gen_len is None else gen_len,
             block_len=model_config.block_len if block_len is None else block_len,
-            **settings,
+            **{**declared, **settings},
         )
 
     @property

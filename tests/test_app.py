@@ -471,6 +471,21 @@ def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
 # ---- models -------------------------------------------------------------------------------------------------
 
 
+def test_an_example_sets_the_decode_settings_its_model_declares_for_its_task(registry) -> None:
+    """The embedded model declares temperature 0.7 for stories: its first example, a story, opens the panel
+    at 0.7 (the Race and Drift tabs alike); a word problem after it is greedy again; a chat model sets nothing."""
+    from app.controls.panel import example_controls
+
+    choice = registry.choice(EMBEDDED_LABEL)
+    tasks = ["stories" if e.startswith("tell a story") else "words" for e in choice.examples]
+    assert tasks[0] == "stories" and "words" in tasks
+    assert [example_controls(choice, i) for i in range(len(tasks))] == [
+        {"temperature": 0.7 if task == "stories" else 0.0} for task in tasks]
+    assert example_controls(ModelChoice("chat", "x", "cuda", 32, 16, ("hello",)), 0) == {}
+    tab = race_tab(registry, RunBoard())
+    assert tab.inputs.controls["temperature"].value == 0.7 and tab.inputs.prompt.value == choice.examples[0]
+
+
 def test_model_list_is_fixed_on_the_server(monkeypatch, tmp_path) -> None:
     folder = MODEL or str(build_registry(cuda=False).choice(EMBEDDED_LABEL).source)
     cpu = build_registry(embedded=folder, cuda=False)

@@ -45,7 +45,7 @@ def test_the_recipe_resumes_and_makes_the_shipped_models_config_and_vocabulary(t
     first_dir = out / first.name / "model"
     # the first stage's model as it was shipped before the mixture (assets/wordproblems-diffusion at f4cbe8c)
     assert json.loads((first_dir / "config.json").read_text()) == {
-        **shipped, "vocab_size": 121, "max_seq_len": 512, "gen_len": 64}
+        **shipped, "vocab_size": 121, "max_seq_len": 512, "gen_len": 64, "task_settings": {}}
     assert set(vocabulary(first_dir)) < set(vocabulary(EMBEDDED)) and len(vocabulary(first_dir)) == 121
 
     model, tok = load_model(model_dir)
@@ -73,12 +73,13 @@ def test_the_stages_are_the_runs_that_made_the_shipped_model():
         **architecture, "init_from": None, "steps": 6000, "minutes": 57, "save_every": 500, "lr": 2e-3,
         "warmup": 100, "batch_rows": 32, "stories": 0, "drills": 0, "drill_rows": 0.25, "long_words": 0,
         "max_shots": 0, "block_prefix": 0, "vocabulary": "words-0-shot", "gen_len": 64, "max_seq_len": 512,
+        "story_temperature": 0,
     }
     expected_second = {
         **architecture, "init_from": "out/word-problems/model", "steps": 6000, "minutes": 63, "save_every": 100,
         "lr": 1e-3, "warmup": 50, "batch_tokens": 8192, "batch_rows": None, "stories": 0.55, "drills": 0.1,
         "drill_rows": 0, "long_words": 0.25, "max_shots": 8, "block_prefix": 0.5, "vocabulary": "all",
-        "gen_len": 256, "max_seq_len": 1024,
+        "gen_len": 256, "max_seq_len": 1024, "story_temperature": 0.7,
     }
     bookkeeping = {"out", "state", "resume", "until", "pause_after"}
     for args, expected in ((first, expected_first), (second, expected_second)):

@@ -84,6 +84,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--vocabulary", default="all", choices=list(VOCABULARIES),
                     help="the tokenizer's words: every task's, or only those of word problems asked alone and drills")
     ap.add_argument("--gen-len", type=int, default=GEN_LEN, help="the decode default saved in config.json")
+    ap.add_argument("--story-temperature", type=float, default=0.0,
+                    help="the sampling temperature config.json declares for the stories task (0: greedy, "
+                         "nothing declared); core.decoder.DecodeConfig.for_model applies it to stories")
     ap.add_argument("--max-seq-len", type=int, default=1024,
                     help="positions the model declares (1024: an 8-shot prompt, ~700 tokens, and a 256-token canvas)")
     ap.add_argument("--save-every", type=int, default=200)
@@ -116,6 +119,7 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             max_seq_len=args.max_seq_len,
             gen_len=args.gen_len,
             block_len=32,
+            task_settings={"stories": {"temperature": args.story_temperature}} if args.story_temperature else {},
         )
     except ValueError as e:  # e.g. --dim not divisible by --heads
         ap.error(str(e))
@@ -204,6 +208,8 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error(f"--drills + --stories must be at most 1, got {args.drills + args.stories:g}")
     if not 0 <= args.max_shots <= MAX_SHOTS:
         ap.error(f"--max-shots must be in [0, {MAX_SHOTS}], got {args.max_shots}")
+    if not 0 <= args.story_temperature <= 10:
+        ap.error(f"--story-temperature must be a number in [0, 10], got {args.story_temperature:g}")
     if args.gen_len > args.max_seq_len:
         ap.error(f"--gen-len {args.gen_len} does not fit --max-seq-len {args.max_seq_len}")
     if args.vocabulary == "words-0-shot" and (args.stories or args.max_shots):

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import gradio as gr
 
-from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
+from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
 from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, check_run
 from app.serving.context import AppContext
-from app.serving.registry import ModelRegistry
+from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs, TabRunner, TabView
 
 # A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these (tau, k,
@@ -77,6 +77,20 @@ def bounded_slider(control: Control, value: float | None = None, prefix: str = "
                       elem_id=f"{prefix}ctl-{control.key}")
 
 
+# The controls an example prompt may set, from what its model declares for its task: the decode
+# settings but the lengths, which are the model's own.
+EXAMPLE_SET = tuple(key for key in DECODE_CONTROLS if key not in ("gen_len", "block_len"))
+
+
+def example_controls(choice: ModelChoice, index: int) -> dict[str, int | float]:
+    """The controls picking example `index` sets: what its model declares for the example's task, and
+    the default of what it declares for other examples' tasks only (a word problem after a story is
+    greedy again). Nothing where the model declares nothing."""
+    declared = choice.example_settings[index] if index < len(choice.example_settings) else {}
+    keys = sorted({key for settings in choice.example_settings for key in settings if key in EXAMPLE_SET})
+    return {key: DECODE_CONTROLS[key].default if declared.get(key) is None else declared[key] for key in keys}
+
+
 @dataclass
 class Inputs:
     prompt: gr.Textbox
@@ -96,8 +110,13 @@ class Inputs:
         return [components[name] for name in RUN_INPUTS]
 
     def per_model(self) -> list[gr.components.Component]:
-        """What a change of model resets (in the order of model_inputs' outputs)."""
-        return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"]]
+        """What a change of model resets: its examples, the prompt, the lengths and what an example sets."""
+        return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"],
+                *self.per_example()]
+
+    def per_example(self) -> list[gr.components.Component]:
+        """The controls an example prompt may set (example_controls): the decode settings but the lengths."""
+        return [self.controls[key] for key in EXAMPLE_SET]
 
 
 def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] | None = None,
@@ -117,7 +136,7 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
             with gr.Row():
                 run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
-    defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
+    defaults = {"gen_len": first.gen_len, "block_len": first.block_len, **example_controls(first, 0)}
     with gr.Accordion("Controls", open=True):
         controls = {}
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
@@ -157,13 +176,18 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     """Connect a panel: Run and Stop (wire_run), a change of model, a click on an example prompt."""
     registry = ctx.registry
 
-    def model_inputs(label: str) -> tuple:
+    def model_inputs(label: str) -> Outputs:
         c = registry.choice(label)
-        return gr.Dataset(samples=[[e] for e in c.examples]), c.examples[0], c.gen_len, c.block_len
+        return {ins.examples: gr.Dataset(samples=[[e] for e in c.examples]), ins.prompt: c.examples[0],
+                ins.controls["gen_len"]: c.gen_len, ins.controls["block_len"]: c.block_len,
+                **{ins.controls[key]: value for key, value in example_controls(c, 0).items()}}
 
-    def pick_example(index: int | None, label: str) -> Any:
-        examples = registry.choice(label).examples
-        return examples[index] if index is not None and 0 <= index < len(examples) else gr.skip()
+    def pick_example(index: int | None, label: str) -> Outputs:
+        c = registry.choice(label)
+        if index is None or not 0 <= index < len(c.examples):
+            return {}
+        return {ins.prompt: c.examples[index],
+                **{ins.controls[key]: value for key, value in example_controls(c, index).items()}}
 
     def show_own_controls(policy: str) -> list:
         return [gr.Row(visible=name == policy) for name in ins.peer_groups]
@@ -171,7 +195,8 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
     ins.model.change(model_inputs, ins.model, ins.per_model(), api_visibility="private")
     ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
-    ins.examples.click(pick_example, [ins.examples, ins.model], ins.prompt, api_visibility="private")
+    ins.examples.click(pick_example, [ins.examples, ins.model], [ins.prompt, *ins.per_example()],
+                       api_visibility="private")
     return run_event
 
 

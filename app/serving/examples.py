@@ -7,7 +7,7 @@ models gets held-out items of every task its tokenizer reads (core/tasks/), neve
 from __future__ import annotations
 
 from core.loading import unknown_words
-from core.tasks import held_out
+from core.tasks import Item, held_out
 from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
 
 CHAT_EXAMPLES = (
@@ -22,8 +22,8 @@ WORD_PROBLEMS = (f"short arithmetic word problems (names like {', '.join(NAMES[:
 STORIES = "short stories ('tell a story about mia and a dog in the park .')"
 
 
-def task_examples(tokenizer) -> tuple[tuple[str, ...], str]:
-    """(example prompts, what the model was trained on) for one of our own models: held-out items of
+def task_examples(tokenizer) -> tuple[tuple[Item, ...], str]:
+    """(example items, what the model was trained on) for one of our own models: held-out items of
     every task whose words its tokenizer knows (a story, a problem alone and after two worked
     examples), never seen in training. A story comes first, so it is the prompt a visitor finds in
     the box: its free choices are where the entropy trace crosses tau."""
@@ -33,4 +33,4 @@ def task_examples(tokenizer) -> tuple[tuple[str, ...], str]:
     tasks += [STORIES] if tales[0] in readable else []
     trained_on = (f"This model was trained only on {' and '.join(tasks)}: click one of the example prompts "
                   "under the prompt box to try one, or write one like them.")
-    return tuple(item.prompt for item in readable), trained_on
+    return tuple(readable), trained_on

@@ -41,6 +41,9 @@ class ModelChoice:
     block_len: int
     examples: tuple[str, ...]
     trained_on: str = ""  # said to a visitor whose prompt has words the model does not know
+    # Per example, the decode settings the model declares for its task (ModelConfig.task_settings):
+    # picking the example sets those controls. Empty: none declared.
+    example_settings: tuple[dict, ...] = ()
 
 
 class ModelRegistry:
@@ -128,8 +131,10 @@ def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelCho
     config, family, _ = read_config(path)
     defaults = DecodeConfig.for_model(config)
     if family.name == "own":  # one of ours: its tasks (core/tasks/) give the examples
-        examples, trained_on = task_examples(load_tokenizer(path, family))
-        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, examples, trained_on)
+        items, trained_on = task_examples(load_tokenizer(path, family))
+        settings = tuple(config.task_settings.get(item.task, {}) for item in items)
+        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len,
+                           tuple(item.prompt for item in items), trained_on, settings)
     return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, CHAT_EXAMPLES)
 
 
