@@ -224,8 +224,18 @@ def _analysis(pairs: list[StepPair]) -> dict:
         "links": found,
         "staleness": staleness_curve(pairs),
         "marked": {"tail": sum(p.tail for p in pairs), "block_start": sum(p.block_start and not p.tail for p in pairs)},
+        "tail": tail_cost(pairs),
         "summary": what_holds(found),
     }
+
+
+def tail_cost(pairs: list[StepPair]) -> dict:
+    """What the steps after an end-of-text cost a cache: their share of the steps, and the staleness of
+    the cache there against elsewhere (the masks after the end-of-text are settled text no partial step
+    recomputes once its block is done)."""
+    tail, rest = [p for p in pairs if p.tail], [p for p in pairs if not p.marked]
+    return {"share": len(tail) / len(pairs) if pairs else 0.0,
+            "staleness": _mean([p.staleness for p in tail]), "staleness_elsewhere": _mean([p.staleness for p in rest])}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -257,6 +267,10 @@ def format_drift(report: dict) -> str:
         u, a = report["links"][f"{name}_unmarked"], report["links"][f"{name}_all"]
         lines.append(f"{SERIES_NAMES[name]:<36}| {u['n']:5d} | {u['spearman']:+.2f}    | {u['pearson']:+.2f}   | "
                      f"{a['n']:5d} | {a['spearman']:+.2f}    | {a['pearson']:+.2f}")
+    tail = report["tail"]
+    if tail["staleness"] is not None:
+        lines.append(f"after an end-of-text: {tail['share']:.0%} of the steps, staleness {tail['staleness']:.4f} "
+                     f"against {tail['staleness_elsewhere'] or 0:.4f} elsewhere")
     lines.append("staleness by steps since the last full step: "
                  + str({k: round(v, 4) for k, v in list(report["staleness"].items())[:12]}))
     lines.append("K/V change by steps since unmasked: "

@@ -146,6 +146,8 @@ def test_links_curve_and_sentence_by_hand():
     assert staleness_curve(pairs) == {1: pytest.approx(0.02), 2: pytest.approx(0.04)}  # marked pairs left out
     analysis = drift_analysis(EVENTS, {EOS})
     assert analysis["marked"] == {"tail": 1, "block_start": 0} and analysis["links"] == found
+    assert analysis["tail"] == {"share": pytest.approx(1 / 3), "staleness": pytest.approx(0.06),
+                                "staleness_elsewhere": pytest.approx(0.03)}
     assert "cannot yet say" in analysis["summary"]  # 2 pairs: too few to say
     link = {"n": 20, "spearman": 0.34}
     assert [verdict({**link, "spearman": r}) for r in (0.34, 0.17, 0.02, -0.2)] == [
