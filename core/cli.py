@@ -316,7 +316,7 @@ def parser() -> argparse.ArgumentParser:
     add_policy_args(gen, lists=False)
     gen.set_defaults(run=run_generate)
 
-    bench = commands.add_parser("bench", help="policies side by side on held-out problems, interleaved",
+    bench = commands.add_parser("bench", help="policies side by side on held-out problems (or --prompts), interleaved",
                                 description="All policies run in one process on the same prompts and seed, "
                                 "interleaved prompt by prompt (the order rotates), so machine noise hits them "
                                 "alike. The first policy is the reference for agreement, speedup and ceiling.")
