@@ -254,6 +254,8 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     tau, k, tau2, k2, message, fig2, point, chosen = (picked[c] for c in s.picked_outputs() if c is not status)
     assert (tau, k, tau2, k2) == (3.0, 2, 3.0, 2) and "tau 3, k 2" in message and chosen.selected == (3.0, 2)
     assert fig2.data[-1].name == "picked" and "<b>tau 3, k 2</b>" in point and status not in picked
+    graded = ["graded pass" if p["correct"] else "graded fail" for p in result.rows[2]["per_prompt"]]
+    assert re.findall("graded (?:pass|fail)", point) == graded  # word problems have known answers
     picked = s.pick_row("agreement", result, SimpleNamespace(index=[1, 0]))
     assert [picked[c] for c in s.picked_outputs()[:4]] == [0.5, 2, 0.5, 2]
     assert "exact decoder" in s.pick_row("accuracy", result, SimpleNamespace(index=[0, 3]))[s.panels.loaded]

@@ -81,7 +81,7 @@ def _card(i: int, ref: dict, ours: dict, tau: float, k: int, pieces: Mapping[int
     forced, by_entropy = ours["full_steps_forced_at"], ours["full_steps_entropy_at"]
     full = (f"full steps: {len(by_entropy)} by entropy{_at(by_entropy)}, {len(forced)} forced{_at(forced)}, "
             f"of {ours['steps']}")
-    graded = "" if ours["correct"] is None else f"; {'right' if ours['correct'] else 'wrong'} answer"
+    graded = "" if ours["correct"] is None else f"; graded {'pass' if ours['correct'] else 'fail'} (the task's check)"
     shown = ours["prompt"] if len(ours["prompt"]) <= MAX_PROMPT_SHOWN else "..." + ours["prompt"][-MAX_PROMPT_SHOWN:]
     return (f'<div class="ec-prompt" id="sweep-prompt-{i + 1}"><div><b>Prompt {i + 1}</b>: '
             f'<span class="ec-prompt-text">{html.escape(shown)}</span></div>'
