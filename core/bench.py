@@ -271,7 +271,7 @@ def format_table(rows: list[dict]) -> str:
         ("tokens_per_s", "tok/s", "{:.1f}"),
     ]
     if rows and "speedup_vs_vanilla" in rows[0]:
-        cols.insert(4, ("speedup_vs_vanilla", "vs vanilla", "{:.2f}x"))
+        cols.insert(5, ("speedup_vs_vanilla", "vs vanilla", "{:.2f}x"))  # after speedup
     cells = [[h for _, h, _ in cols]] + [["-" if r[k] is None else fmt.format(r[k]) for k, _, fmt in cols]
                                          for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
