@@ -1,9 +1,10 @@
 """The Gradio app's shell: three tabs (Race, app/race/tab.py; Drift diagnostics, app/drift/tab.py; the
 tau x k Sweep, app/sweep/tab.py) over one AppContext, and the launch.
 
-Handlers turn every expected failure (bad input, a prompt the model cannot read or that is too long
-for it, out of GPU memory) into gr.Error with a plain message; anything unexpected reaches the
-visitor as Gradio's generic error, never as a stack trace (show_error stays off).
+Handlers tell every expected failure (bad input, a prompt the model cannot read or that is too long
+for it, out of GPU memory) in the tab's status line, in plain words, and leave its other panels as
+they were (app/widgets/banner.py `refused`); anything unexpected reaches the visitor as Gradio's
+generic error, never as a stack trace (show_error stays off).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from app.race.trace_reader import MAX_TRACE_BYTES
 from app.serving.context import AppContext
 from app.serving.gpu import CONCURRENCY
 from app.serving.registry import ModelRegistry
+from app.sweep.point import CSS as POINT_CSS
 from app.sweep.tab import SWEEP_JS, build_sweep_tab
 from app.widgets.banner import CSS as BANNER_CSS
 from app.widgets.text_view import CSS as TEXT_CSS
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
-CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS
+CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS + POINT_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
 
 

@@ -13,6 +13,12 @@ token above tau). With a confidence threshold, the bench also runs the one-token
 decoder on the same prompts (a contender of its own) and reports every policy's
 `speedup_vs_vanilla` against it. On stories, `repeats` is the share of their events that repeat an
 earlier one (core.tasks.stories.repeated_events): a story that loops passes the checker.
+
+Each row also keeps what it decoded, prompt by prompt (`per_prompt`): the text and its tokens, the
+per-prompt measures (right or not, agreement, first divergence from the reference) and the steps the
+policy made full. `accuracy` is over the prompts with a known answer (None when none has one: prompts
+of one's own); `first_divergence_median` is over every prompt. The CLI's `--json` and the app's Sweep
+tab read the same rows.
 """
 
 from __future__ import annotations
@@ -50,9 +56,10 @@ VANILLA = Contender("none", {}, one_token_per_step=True)
 
 @dataclass
 class Tally:
-    """One contender's sums over the problems decoded so far."""
+    """One contender's sums over the problems decoded so far, and what it decoded for each."""
 
     correct: int = 0
+    graded: int = 0  # problems with a known answer
     same_tokens: int = 0  # response tokens equal to the reference's
     all_tokens: int = 0
     totals: Totals = field(default_factory=Totals)  # the decoder's own totals, summed
@@ -61,8 +68,7 @@ class Tally:
     layer_rows: list[int] = field(default_factory=list)  # rows computed at each layer, summed over steps
     layer_rows_full: int = 0  # what one layer computes in full forwards at every step
     prompt_tokens: int = 0  # summed over the problems
-    repeated_events: int = 0  # stories' events that repeat an earlier one (core.tasks.repeats)
-    events: int = 0
+    per_prompt: list[dict] = field(default_factory=list)  # one record per problem (compared_record)
 
     def add(self, events: list[StepEvent]) -> None:
         self.totals += events[-1].totals
@@ -71,7 +77,44 @@ class Tally:
         self.layer_rows = [a + b for a, b in zip(self.layer_rows, per_layer)] if self.layer_rows else per_layer
         self.layer_rows_full += sum(e.prompt_len + len(e.tokens) for e in events)
         self.prompt_tokens += events[0].prompt_len
-        self.forced_full += sum(e.full and (i == 0 or events[i - 1].block != e.block) for i, e in enumerate(events))
+        self.forced_full += len(full_steps(events)[0])
+
+    def grade(self, correct: bool | None) -> None:
+        self.graded += correct is not None
+        self.correct += bool(correct)
+
+
+def full_steps(events: list[StepEvent]) -> tuple[list[int], list[int]]:
+    """The full steps of one decode: (forced: those that open a block, by entropy: every other one)."""
+    opens = [i == 0 or events[i - 1].block != e.block for i, e in enumerate(events)]
+    forced = [e.step for e, first in zip(events, opens) if e.full and first]
+    return forced, [e.step for e, first in zip(events, opens) if e.full and not first]
+
+
+def first_divergence(reference: list[int], tokens: list[int]) -> int:
+    """How far `tokens` match `reference` from the start: the position of the first token where they
+    part (a missing token counts), or the reference's length when they are the same."""
+    for i, (a, b) in enumerate(zip(reference, tokens)):
+        if a != b:
+            return i
+    return min(len(reference), len(tokens))
+
+
+def decoded_record(item: Item, events: list[StepEvent], tokenizer) -> dict:
+    """What one decode of one problem gave: its answer (text and tokens before the end-of-text), whether
+    it is right (None: no known answer) and the steps it made full."""
+    forced, by_entropy = full_steps(events)
+    last, text = events[-1], answer_text(tokenizer, events[-1])
+    repeated, told = repeats(item, text)
+    return {"prompt": item.prompt, "text": text, "tokens": last.tokens[: last.totals.tokens],
+            "correct": is_correct(item, text), "repeated_events": repeated, "events": told, "steps": len(events),
+            "full_steps_forced_at": forced, "full_steps_entropy_at": by_entropy}
+
+
+def compared_record(record: dict, reference: dict, agreement: float) -> dict:
+    """A decoded_record with its per-prompt measures against the reference's record of the same prompt."""
+    return record | {"agreement": agreement, "identical": record["tokens"] == reference["tokens"],
+                     "first_divergence": first_divergence(reference["tokens"], record["tokens"])}
 
 
 @dataclass(frozen=True)
@@ -113,22 +156,20 @@ def bench_progress(
     tallies = [Tally() for _ in contenders]
     order = list(range(len(contenders)))
     for i, (item, ids) in enumerate(zip(items, prompts)):
-        outputs = {}
+        outputs, records = {}, {}
         for j in order[i % len(order) :] + order[: i % len(order)]:
             events = _events(model, ids, contenders[j], config)
-            outputs[j] = events[-1].tokens
+            outputs[j], records[j] = events[-1].tokens, decoded_record(item, events, tokenizer)
             tallies[j].add(events)
-            text = answer_text(tokenizer, events[-1])
-            tallies[j].correct += is_correct(item, text)
-            repeated, told = repeats(item, text)
-            tallies[j].repeated_events += repeated
-            tallies[j].events += told
+            tallies[j].grade(records[j]["correct"])
             done += 1
             if len(outputs) < len(contenders):
                 yield Progress(done, total, i, rows)
         for j in order:
-            tallies[j].same_tokens += sum(a == b for a, b in zip(outputs[j], outputs[0]))
+            same = sum(a == b for a, b in zip(outputs[j], outputs[0]))
+            tallies[j].same_tokens += same
             tallies[j].all_tokens += len(outputs[0])
+            tallies[j].per_prompt.append(compared_record(records[j], records[0], same / len(outputs[0])))
         vanilla = tallies[contenders.index(VANILLA)] if VANILLA in contenders else None
         rows = [_row(c, t, tallies[0], i + 1, vanilla) for c, t in zip(contenders, tallies)]
         yield Progress(done, total, i + 1, rows)
@@ -165,9 +206,10 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "label": c.label,
         "n": n,
         "prompt_len": tally.prompt_tokens / n,
-        "accuracy": tally.correct / n,
-        "repeat_share": tally.repeated_events / tally.events if tally.events else None,  # stories only
+        "accuracy": tally.correct / tally.graded if tally.graded else None,  # None: no known answers
+        "repeat_share": _share(tally.per_prompt, "repeated_events", "events"),  # stories only, else None
         "agreement": agreement,
+        "first_divergence_median": _quantile(sorted(r["first_divergence"] for r in tally.per_prompt), 0.5),
         "speedup": ref.totals.compute_s / t.compute_s,
         "ceiling": ref.totals.rows_computed / t.rows_computed,
         "rows_fraction": t.rows_fraction,
@@ -187,7 +229,14 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
     }
     if vanilla is not None:
         row["speedup_vs_vanilla"] = vanilla.totals.compute_s / t.compute_s
+    row["per_prompt"] = list(tally.per_prompt)  # last: the table and the sweep's CSV of points leave it out
     return row
+
+
+def _share(records: list[dict], part: str, whole: str) -> float | None:
+    """sum(part) / sum(whole) over the per-prompt records; None when the whole is 0."""
+    total = sum(r[whole] for r in records)
+    return sum(r[part] for r in records) / total if total else None
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -218,6 +267,7 @@ def format_table(rows: list[dict]) -> str:
         ("label", "policy", "{}"),
         ("accuracy", "acc", "{:.3f}"),
         ("agreement", "agree", "{:.3f}"),
+        ("first_divergence_median", "1st div", "{:g}"),
         ("speedup", "speedup", "{:.2f}x"),
         ("ceiling", "ceiling", "{:.2f}x"),
         ("rows_fraction", "rows", "{:.3f}"),
@@ -230,10 +280,11 @@ def format_table(rows: list[dict]) -> str:
         ("tokens_per_s", "tok/s", "{:.1f}"),
     ]
     if rows and "speedup_vs_vanilla" in rows[0]:
-        cols.insert(4, ("speedup_vs_vanilla", "vs vanilla", "{:.2f}x"))
+        cols.insert(5, ("speedup_vs_vanilla", "vs vanilla", "{:.2f}x"))  # after speedup
     if rows and rows[0]["repeat_share"] is not None:  # a task with stories: beside the checker's pass
         cols.insert(2, ("repeat_share", "repeats", "{:.3f}"))
-    cells = [[h for _, h, _ in cols]] + [[fmt.format(r[k]) for k, _, fmt in cols] for r in rows]
+    cells = [[h for _, h, _ in cols]] + [["-" if r[k] is None else fmt.format(r[k]) for k, _, fmt in cols]
+                                         for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     lines.insert(1, "-|-".join("-" * w for w in widths))

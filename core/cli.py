@@ -5,6 +5,7 @@
     python -m core bench --forward-rows 601,18,2          # the cost of one forward by rows computed
     python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
     python -m core bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
+    python -m core bench --prompts my_prompts.txt --policies none,entropy --tau 0.5,1,2 --k 2   # your prompts
 
 The model flags are defined here; the decode flags come from the decode settings' declarations
 (DecodeConfig.parameters), and each policy parameter's flag from the policies' (core/policies/params.py):
@@ -38,7 +39,7 @@ from core.loading import (
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.policies.params import Param
-from core.tasks import TASKS, held_out
+from core.tasks import TASKS, held_out, own_items, prompt_lines
 from core.tasks.word_problems import example_prompt
 
 
@@ -123,17 +124,56 @@ def decode_settings(args: argparse.Namespace) -> dict:
     return settings | {"graphs": args.graphs}
 
 
-def check_prompts_fit(model: str | None, prompts: list[str], gen_len: int | None) -> None:
+def check_prompts_fit(model: str | None, prompts: list[str], gen_len: int | None,
+                      names: list[str] | None = None) -> None:
     """Every prompt is readable by the model and fits its positions with gen_len, checked from its
-    config.json and tokenizer alone, before the weights load."""
+    config.json and tokenizer alone, before the weights load. `names`: how a message names each
+    prompt (`--prompts line 3`)."""
     folder = resolve(model)  # a hub id is looked up once
     cfg, family, _ = read_config(folder)
     tokenizer = load_tokenizer(folder, family)
     gen = cfg.gen_len if gen_len is None else gen_len
-    longest = max(len(chat_prompt_ids(tokenizer, p)) for p in prompts)
-    if longest + gen > cfg.max_seq_len:
-        raise ValueError(f"the longest prompt ({longest} tokens) + gen_len ({gen}) exceeds the model's "
-                         f"{cfg.max_seq_len} positions: use fewer --shots or a shorter --gen-len")
+    names = names or [""] * len(prompts)
+    lengths = []
+    for name, prompt in zip(names, prompts):
+        try:
+            lengths.append(len(chat_prompt_ids(tokenizer, prompt)))
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}" if name else str(e)) from None
+    longest = max(range(len(lengths)), key=lengths.__getitem__)
+    if lengths[longest] + gen > cfg.max_seq_len:
+        where, fix = (f"{names[longest]}: the prompt", "a shorter prompt") if names[longest] else (
+            "the longest prompt", "fewer --shots")
+        raise ValueError(f"{where} ({lengths[longest]} tokens) + gen_len ({gen}) exceeds the model's "
+                         f"{cfg.max_seq_len} positions: use {fix} or a shorter --gen-len")
+
+
+def read_prompts(path: str) -> list[tuple[int, str]]:
+    """--prompts FILE: (line number, prompt) for each line that is not blank."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--prompts: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    lines = prompt_lines(text)
+    if not lines:
+        raise ValueError(f"--prompts: {path} has no prompt (one prompt a line)")
+    return lines
+
+
+def bench_items(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """The bench's items: {shots: held-out items} (one bench per count), or {None: the --prompts file's
+    prompts}; and how a message names each prompt."""
+    if args.prompts is None:
+        n = 50 if args.n is None else args.n
+        if not 1 <= n <= 1000:
+            raise ValueError(f"--n must be in [1, 1000], got {n}")
+        shots = _int_list(args.shots or "0", "--shots", 0)  # a list: one bench per count (a context sweep)
+        return {k: held_out(args.task or "words", n, k) for k in shots}, []
+    given = [flag for flag in ("task", "n", "shots") if getattr(args, flag) is not None]
+    if given:
+        raise ValueError(f"--prompts decodes the file's prompts: leave out --{', --'.join(given)}")
+    lines = read_prompts(args.prompts)
+    return {None: own_items([prompt for _, prompt in lines])}, [f"--prompts line {n}" for n, _ in lines]
 
 
 def _load(args: argparse.Namespace):
@@ -182,9 +222,8 @@ def _int_list(text: str, flag: str, low: int) -> list[int]:
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
-    if not 1 <= args.n <= 1000:
-        raise ValueError(f"--n must be in [1, 1000], got {args.n}")
-    shots = _int_list(args.shots, "--shots", 0)  # a list: one bench per count (a context sweep)
+    items, names = bench_items(args)
+    shots = list(items)
     policies, values = args.policies.split(","), _value_lists(args)
     contenders = contenders_from(policies, values)
     _refuse_unused(values, policies)
@@ -192,10 +231,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
         raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 1")
     settings = decode_settings(args)
     row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
-    items = {k: held_out(args.task, args.n, k) for k in shots}
     if not row_counts:
         prompts = [item.prompt for some in items.values() for item in some]
-        check_prompts_fit(args.model, prompts, settings.get("gen_len"))
+        check_prompts_fit(args.model, prompts, settings.get("gen_len"), names)
     if (row_counts or args.drift) and len(shots) > 1:
         raise ValueError("--shots takes one count with --forward-rows or --drift")
     model, tokenizer = _load(args)
@@ -215,11 +253,11 @@ def run_bench_command(args: argparse.Namespace) -> int:
         for k, some in items.items():  # one interleaved bench per context length
             result = run_bench(model, tokenizer, some, contenders, config, warmup=args.warmup)
             if len(items) > 1:
-                print(f"{args.task}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
+                print(f"{args.task or 'words'}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
             print(format_table(result))
             if captured := sum(row["capture_s"] for row in result):
                 print(f"CUDA graphs captured in {captured:.2f}s in all (in no decode's time)")
-            rows += [{"shots": k, **row} for row in result]
+            rows += result if k is None else [{"shots": k, **row} for row in result]
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
@@ -279,18 +317,22 @@ def parser() -> argparse.ArgumentParser:
     add_policy_args(gen, lists=False)
     gen.set_defaults(run=run_generate)
 
-    bench = commands.add_parser("bench", help="policies side by side on held-out problems, interleaved",
+    bench = commands.add_parser("bench", help="policies side by side on held-out problems (or --prompts), interleaved",
                                 description="All policies run in one process on the same prompts and seed, "
                                 "interleaved prompt by prompt (the order rotates), so machine noise hits them "
                                 "alike. The first policy is the reference for agreement, speedup and ceiling.")
     bench.add_argument("--policies", default=",".join(TABLE_ORDER),
                        help="comma list; the first is the reference")
-    bench.add_argument("--task", default="words", choices=TASKS, help="held-out items of this task")
-    bench.add_argument("--shots", default="0", help="worked examples before each word problem (k-shot); "
-                       "a comma list, e.g. 0,2,4,8, runs one bench per count (a context sweep)")
-    bench.add_argument("--n", type=int, default=50, help="held-out items")
+    bench.add_argument("--task", default=None, choices=TASKS, help="held-out items of this task (default: words)")
+    bench.add_argument("--shots", default=None, help="worked examples before each word problem (k-shot; default "
+                       "0); a comma list, e.g. 0,2,4,8, runs one bench per count (a context sweep)")
+    bench.add_argument("--n", type=int, default=None, help="held-out items (default: 50)")
+    bench.add_argument("--prompts", default=None, metavar="FILE",
+                       help="instead of held-out items: your own prompts, one a line (blank lines skipped); "
+                       "a row has no accuracy then, and agreement and first divergence with the first policy")
     bench.add_argument("--warmup", type=int, default=1)
-    bench.add_argument("--json", default=None, help="write the result rows here")
+    bench.add_argument("--json", default=None, help="write the result rows here, each with what it decoded "
+                       "for every prompt (per_prompt: text, tokens, first divergence, full steps)")
     bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 601,18,2")
     bench.add_argument("--length", type=int, default=601,
                        help="cache length for --forward-rows (default: a 4-shot prompt + gen 256)")

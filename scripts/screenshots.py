@@ -5,7 +5,7 @@
 
 It serves the app in this process on loopback, drives Debian's Chromium through Playwright (as the
 browser tests do) with the page's own defaults (the first example prompt, a story), and prints what
-each tab reported (the race's speedup, the drift's correlations, the sweep's banner). Run it alone
+each tab reported (the race's speedup, the drift's correlations, the sweep's banner and its picked point). Run it alone
 on the machine: the race's speedup is measured while it runs.
 """
 
@@ -58,6 +58,7 @@ def drift(page, out: Path) -> str:
 
 
 def sweep(page, out: Path, prompts: int) -> str:
+    """Held-out stories at the default taus, then the point of tau 2 (past the knee) picked: its texts."""
     page.get_by_role("tab", name="Sweep").click()
     page.locator("#sweep-task").get_by_label("stories", exact=True).check()
     number = page.locator("#sweep-ctl-problems input[type=number]")
@@ -65,8 +66,11 @@ def sweep(page, out: Path, prompts: int) -> str:
     number.press("Enter")
     page.locator("#sweep-run-btn").click()
     banner_says(page, "sweep-banner", "Sweep done")
+    for tau in ("0.1", "0.5", "1", "2"):  # from no point picked: the lowest tau, then up one at a time
+        page.locator("#sweep-higher").click()
+        banner_says(page, "sweep-loaded", f"tau {tau}, k 2")
     page.screenshot(path=str(out / "sweep-screenshot.png"), full_page=True)
-    return page.locator("#sweep-banner").inner_text()
+    return page.locator("#sweep-banner").inner_text() + " " + page.locator("#sweep-point .ec-point-head").inner_text()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ The model is the embedded one unless ENTROPYCACHE_MODEL names another checkpoint
 from __future__ import annotations
 
 import dataclasses
+import html
 import importlib
 import importlib.util
 import json
@@ -26,7 +27,7 @@ import torch
 from conftest import fake_zero_gpu
 
 import app.controls.panel
-import app.race.trace
+import app.serving.downloads
 import app.serving.gpu
 import app.serving.registry
 import app.ui
@@ -406,9 +407,15 @@ UNREADABLE = [  # (prompt, the words the embedded model does not know)
 def test_a_prompt_the_model_cannot_read_is_refused_before_any_run(registry, prompt: str, words: str) -> None:
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    with pytest.raises(gr.Error, match=re.escape(words)) as refused:
-        next(h.run(prompt, *run_args()[1:], request=SimpleNamespace(session_hash="me")))
-    assert registry.choice(EMBEDDED_LABEL).trained_on in refused.value.message and len(board) == 0
+    out = list(h.run(prompt, *run_args()[1:], request=SimpleNamespace(session_hash="me")))
+    message = html.unescape(refusal(out, h.panels.status))
+    assert words in message and registry.choice(EMBEDDED_LABEL).trained_on in message and len(board) == 0
+
+
+def refusal(out: list[dict], status) -> str:
+    """A refused run's one answer: the status line alone (the other panels stay as they were), as HTML."""
+    assert len(out) == 1 and list(out[0]) == [status] and 'class="ec-banner ec-refused"' in out[0][status]
+    return out[0][status]
 
 
 @pytest.mark.skipif(MODEL is not None, reason="the words are unknown to the embedded model's vocabulary")
@@ -597,8 +604,8 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
     """What an API client gets past Gradio's slider bounds still meets the handler's own checks."""
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    with pytest.raises(gr.Error, match=message):
-        next(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
+    out = list(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
+    assert re.search(message, html.unescape(refusal(out, h.panels.status)))
     assert len(board) == 0  # refused before any run was registered
 
 
@@ -694,7 +701,7 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
     assert len(flags) == 4 and not any(os.path.exists(f.path) for f in flags) and len(board) == 0
 
 
-# ---- trace files ------------------------------------------------------------------------------------------
+# ---- trace files (every download's folder) -----------------------------------------------------------------
 
 
 def test_trace_folder_keeps_only_the_newest_files_within_the_caps(monkeypatch, tmp_path) -> None:
@@ -704,17 +711,17 @@ def test_trace_folder_keeps_only_the_newest_files_within_the_caps(monkeypatch, t
         os.utime(tmp_path / f"entropycache-trace-old{i}.json", (now - 100 + i, now - 100 + i))
     stale = tmp_path / "entropycache-trace-stale.json"
     stale.write_text("{}")
-    os.utime(stale, (now - app.race.trace.MAX_AGE_S - 10,) * 2)
+    os.utime(stale, (now - app.serving.downloads.MAX_AGE_S - 10,) * 2)
     (tmp_path / "not-a-trace.json").write_text("{}")
 
     def traces() -> set[str]:
         return {p.name for p in tmp_path.glob("entropycache-trace-*.json")}
 
-    monkeypatch.setattr(app.race.trace, "MAX_FILES", 4)
+    monkeypatch.setattr(app.serving.downloads, "MAX_FILES", 4)
     first = write_trace({"n": 1}, tmp_path)
     assert traces() == {first.name, *(f"entropycache-trace-old{i}.json" for i in (3, 4, 5))}
-    monkeypatch.setattr(app.race.trace, "MAX_FILES", 200)
-    monkeypatch.setattr(app.race.trace, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
+    monkeypatch.setattr(app.serving.downloads, "MAX_FILES", 200)
+    monkeypatch.setattr(app.serving.downloads, "MAX_BYTES", 250)  # first + old5 + old4 fit; old3 would pass the cap
     second = write_trace({"n": 2}, tmp_path)
     assert traces() == {first.name, second.name, "entropycache-trace-old5.json", "entropycache-trace-old4.json"}
     assert (tmp_path / "not-a-trace.json").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -147,8 +148,11 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     assert "**Step 3**" in d.explain(3.0, run)
     assert d.explain(0, None) == NO_RUN
     for bad, message in ((32, "between 0 and 31"), (-1, "between 0 and 31"), (1.5, "whole number")):
-        with pytest.raises(gr.Error, match=message):
+        with pytest.raises(ValueError, match=message):
             d.explain(bad, run)
+        refused = d.on_step(bad, run)  # the slider's handler: told in the status line, the explanation kept
+        assert list(refused) == [d.panels.status] and message in refused[d.panels.status]
+    assert d.on_step(3, run) == {d.panels.explanation: d.explain(3, run)}
 
 
 @pytest.mark.parametrize(
@@ -167,8 +171,10 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
 )
 def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
     d = drift_tab(registry)
-    with pytest.raises(gr.Error, match=message):
-        next(d.run(*args, request=SimpleNamespace(session_hash="me")))
+    out = list(d.run(*args, request=SimpleNamespace(session_hash="me")))
+    assert len(out) == 1 and list(out[0]) == [d.panels.status]  # the status line alone: the panels stay as they were
+    shown = out[0][d.panels.status]
+    assert 'class="ec-banner ec-refused"' in shown and re.search(message, html.unescape(shown))
 
 
 def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(registry) -> None:
@@ -195,9 +201,9 @@ def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_end
     assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
     d = drift_tab(registry)
     too_long = drift_args(prompt, gen_len=longest, block_len=32)
-    run = d.run(*too_long, request=SimpleNamespace(session_hash="me"))
-    with pytest.raises(gr.Error, match="exceeds the model's"):  # core's own check, at the first step
-        list(run)
+    out = list(d.run(*too_long, request=SimpleNamespace(session_hash="me")))
+    assert "exceeds the model's" in out[-1][d.panels.status]  # core's own check, at the first step
+    assert list(out[-1]) == [d.panels.status] and "ec-refused" in out[-1][d.panels.status]
     assert len(d.ctx.board) == 0
 
 

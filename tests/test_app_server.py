@@ -35,6 +35,7 @@ import app.race.decode  # noqa: E402
 from app.controls.declared import PEER_CONTROLS  # noqa: E402
 from app.serving.device_thread import CPU_THREAD  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.sweep.export import SWEEP_FORMAT  # noqa: E402
 from app.sweep.render import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from core.bench import sweep  # noqa: E402
@@ -61,6 +62,19 @@ CHROMIUM_ARGS = [
 PROMPTS = [p.prompt for p in make_split("test", 3)]
 N_OUTPUTS = 13  # banner, 2 x (speed, text, entropy plot, rows plot), 2 final texts, summary, trace
 N_DRIFT_OUTPUTS = 9  # banner, text, 4 plots, final text, step slider, explanation (the session state stays server-side)
+
+
+def unchanged(output: object) -> bool:
+    """What an API client gets for an output the handler left as it was: an update with no value."""
+    return (isinstance(output, dict) and output.get("__type__") == "update" and "value" not in output
+            and "value" not in output.get("props", {}))
+
+
+def refusal(out: tuple) -> str:
+    """A refused input's answer to an API client: the status line (the first output) says why, as text,
+    and every other output is left as it was."""
+    assert 'class="ec-banner ec-refused"' in out[0] and all(unchanged(o) for o in out[1:]), out
+    return html.unescape(re.sub("<[^>]+>", "", out[0]))
 
 
 def free_port() -> int:
@@ -168,24 +182,28 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
 
 def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -> None:
     url, registry = served
-    a = dict(model=EMBEDDED_LABEL, task="word problems", taus="0.5, 3", ks="2", problems=2, gen_len=32,
+    a = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5, 3", ks="2", problems=2, gen_len=32,
              block_len=16, steps=0, threshold=0, metric="agreement")
     client = Client(url, verbose=False)
-    banner, plot, table = client.predict(**a, api_name="/sweep")
-    assert "Sweep done: 2 problems" in banner
+    banner, plot, table, _, files = client.predict(**a, api_name="/sweep")
+    assert "Sweep done: 2 prompts" in banner
     fig = json.loads(plot["plot"])
     assert [t["name"] for t in fig["data"]][:1] == ["k = 2"] and fig["data"][0]["customdata"] == [[0.5, 2], [3.0, 2]]
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], DecodeConfig(gen_len=32, block_len=16))
-    exact = [0, 1, 2, 5, 6, 7, 8]  # policy, tau, k, accuracy, agreement, rows, full steps: not timings
+    exact = [0, 1, 2, 5, 6, 7, 8, 9, 10]  # policy, tau, k, accuracy, agreement, first div., rows, full steps
     assert [[r[i] for i in exact] for r in table["data"]] == [[r[i] for i in exact] for r in sweep_table(direct)]
+    record = json.loads(Path(next(f for f in files if f.endswith(".json"))).read_text())
+    assert record["format"] == SWEEP_FORMAT and [r["label"] for r in record["rows"]] == [r["label"] for r in direct]
+    assert [r["per_prompt"] for r in record["rows"]] == [r["per_prompt"] for r in direct]
     picked = client.predict("[3, 2, 1]", "accuracy", api_name="/sweep_pick")
-    assert picked[:4] == (3, 2, 3, 2) and "tau 3, k 2" in picked[4]
-    with pytest.raises(AppError, match=re.escape("tau (EntropyCache) must be a number in [0, 12], got 99")):
-        client.predict("[99, 2, 1]", "accuracy", api_name="/sweep_pick")
+    assert picked[:4] == (3, 2, 3, 2) and "tau 3, k 2" in picked[4] and "<b>tau 3, k 2</b>" in picked[6]
+    refused = client.predict("[99, 2, 1]", "accuracy", api_name="/sweep_pick")
+    assert all(unchanged(o) for o in refused[:7])  # the sliders, the message, the plot and the texts stay as they were
+    assert "tau (EntropyCache) must be a number in [0, 12], got 99" in refusal(refused[7:])
 
 
-BAD = [
+BAD = [  # refused by the handler, in the status line
     (dict(prompt=""), "prompt: it is empty"),
     (dict(prompt="a " * 1001), "limit is 2000"),
     (dict(gen_len=100000), "100000"),  # the handler's own check: the sliders hand values on as sent
@@ -194,6 +212,8 @@ BAD = [
     (dict(steps=2, threshold=0.9), "Set steps to 0 or the parallel-decoding threshold to 0"),
     (dict(k=2.5), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got 2.5"),
     (dict(temperature=-1), "-1"),
+]
+NOT_OFFERED = [  # refused by Gradio itself, before any handler: a choice the page never offers (an API client's)
     (dict(model="/etc/passwd"), "not in the list of choices"),
     (dict(policy="entropy"), "not in the list of choices"),
 ]
@@ -217,17 +237,19 @@ def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path
     for lane, count in enumerate(replay.counts(n)):
         assert f"step {count}: prompt rows recomputed" in shown[2 + 4 * lane]  # each lane's text at its step
         assert shown[9 + lane].startswith(f"**Step {count - 1}**")
-    with pytest.raises(AppError, match=f"Replay frame must be a whole number from 0 to {len(replay)}; got -1"):
-        client.predict(-1, api_name="/replay_show")
+    message = f"Replay frame must be a whole number from 0 to {len(replay)}; got -1"
+    assert message in refusal(client.predict(-1, api_name="/replay_show"))
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "entropycache-trace/1"}')
-    with pytest.raises(AppError, match="the trace: missing model, settings, prompt_ids, speedup, lanes"):
-        client.predict(handle_file(str(bad)), api_name="/replay_load")
+    message = "the trace: missing model, settings, prompt_ids, speedup, lanes"
+    assert message in refusal(client.predict(handle_file(str(bad)), api_name="/replay_load"))
 
 
-def test_client_bad_inputs_come_back_as_clear_errors(served) -> None:
+def test_client_bad_inputs_come_back_as_clear_messages(served) -> None:
     client = Client(served[0], verbose=False)
     for bad, message in BAD:
+        assert re.search(message, refusal(client.predict(**args(**bad), api_name="/run")))
+    for bad, message in NOT_OFFERED:
         with pytest.raises(AppError, match=message):
             client.predict(**args(**bad), api_name="/run")
 
@@ -236,8 +258,8 @@ def drift_args(prompt: str = PROMPTS[0], **overrides) -> dict:
     return args(prompt, **{"policy": "entropy", **overrides})
 
 
-SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", taus="0.5", ks="2", problems=1, gen_len=32, block_len=16,
-             steps=0, threshold=0, metric="accuracy")
+SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5", ks="2", problems=1, gen_len=32,
+             block_len=16, steps=0, threshold=0, metric="accuracy")
 MALFORMED = [  # what a client may send past the page: each message names the control and its range
     ("/run", args(seed=2**40), "seed must be an integer in [0, 2147483647], got 1099511627776"),
     ("/run", args(tau="abc"), "tau (EntropyCache) must be a number in [0, 12], got 'abc'"),
@@ -247,29 +269,35 @@ MALFORMED = [  # what a client may send past the page: each message names the co
     ("/drift", drift_args(seed=2**40), "seed must be an integer in [0, 2147483647], got 1099511627776"),
     ("/drift", drift_args(tau="abc"), "tau (EntropyCache) must be a number in [0, 12], got 'abc'"),
     ("/drift", drift_args(k=None), "k (EntropyCache) must be an integer in [0, 64], got None"),
-    ("/drift", drift_args(policy="none"), "Value: none is not in the list of choices: ['entropy', 'd2cache', "),
     ("/drift", drift_args(policy="elastic", elastic_gamma=-1), "gamma (ElasticCache) must be"),
     ("/sweep", SWEEP | dict(problems=10**6), "held-out prompts must be an integer in [1, 50], got 1000000"),
     ("/sweep", SWEEP | dict(problems="many"), "held-out prompts must be an integer in [1, 50], got 'many'"),
     ("/sweep", SWEEP | dict(gen_len=None), "gen length must be an integer in [1, 512], got None"),
+    ("/sweep", SWEEP | dict(task="your prompts", prompts="mia has 7 marbles .\n\n" + "a " * 1001),
+     "Line 3 of your prompts: The prompt is 2001 characters long; the limit is 2000."),
+    ("/sweep", SWEEP | dict(task="your prompts", prompts="mia has 7 marbles .\nhello"),
+     "Line 2 of your prompts: The model does not know 1 word of the prompt: 'hello'."),
 ]
 
 
 @pytest.mark.parametrize(("api", "a", "message"), MALFORMED, ids=[f"{api} {m[:30]}" for api, _, m in MALFORMED])
 def test_client_malformed_numbers_get_the_apps_own_message_naming_the_control(served, api, a, message) -> None:
-    with pytest.raises(AppError, match=re.escape(message)):
-        Client(served[0], verbose=False).predict(**a, api_name=api)
+    assert message in refusal(Client(served[0], verbose=False).predict(**a, api_name=api))
+
+
+def test_client_a_choice_the_page_never_offers_is_refused_by_gradio(served) -> None:
+    with pytest.raises(AppError, match=re.escape("Value: none is not in the list of choices: ['entropy', 'd2cache', ")):
+        Client(served[0], verbose=False).predict(**drift_args(policy="none"), api_name="/drift")
 
 
 def test_client_malformed_picked_point_gets_a_message_not_the_parsers(served) -> None:
     client = Client(served[0], verbose=False)
     shape = "A picked point must be [tau, k], with tau a number in [0, 12] and k an integer in [0, 64];"
     for bad in ("{not json", "[1]", '"tau"', "x" * 300):
-        with pytest.raises(AppError, match=re.escape(shape)):
-            client.predict(bad, "accuracy", api_name="/sweep_pick")
+        out = client.predict(bad, "accuracy", api_name="/sweep_pick")
+        assert all(unchanged(o) for o in out[:7]) and shape in refusal(out[7:])
     no_k = "k (EntropyCache) must be an integer in [0, 64], got None"
-    with pytest.raises(AppError, match=re.escape(no_k)):
-        client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick")
+    assert no_k in refusal(client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick")[7:])
 
 
 UNREADABLE = [  # prompts a visitor may type, with the words the embedded model does not know
@@ -298,9 +326,7 @@ def decodes(monkeypatch) -> list:
 def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served, decodes, prompt, words) -> None:
     client = Client(served[0], verbose=False)
     for api, a in (("/run", args(prompt)), ("/drift", drift_args(prompt))):
-        with pytest.raises(AppError) as refused:
-            client.predict(**a, api_name=api)
-        message = str(refused.value)
+        message = refusal(client.predict(**a, api_name=api))
         n = len(words)
         assert f"does not know {n} word{'s' * (n != 1)} of the prompt: {', '.join(words)}." in message
         assert "trained only on short arithmetic word problems" in message
@@ -475,33 +501,47 @@ def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, serv
     assert shot.stat().st_size > 10_000
 
 
-def test_browser_sweeps_and_a_clicked_point_loads_its_settings(browser_ready, served, tmp_path) -> None:
+def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_loads_its_settings(
+        browser_ready, served, tmp_path) -> None:
+    """Three prompts pasted, one per line, a 2-tau sweep at gen length 32: the point of tau 12 (full steps only
+    where a block starts) shows each prompt's two texts side by side, a difference marked."""
     url, _ = served
     shot = tmp_path / "sweep.png"
+    stories = [item.prompt for item in held_out("stories", 3)]
     with chromium_page(url) as page:
         page.get_by_role("tab", name="Sweep").click(timeout=60_000)
-        page.locator("#sweep-task").get_by_label("word problems", exact=True).check()
-        page.locator("#sweep-taus textarea").fill("0.5, 3")
+        page.locator("#sweep-prompts textarea").fill("\n".join(stories))  # typing prompts picks "your prompts"
+        page.wait_for_function("document.querySelector('#sweep-task input[value=\"your prompts\"]').checked",
+                               timeout=30_000)
+        page.locator("#sweep-taus textarea").fill("0.5, 12")
         page.locator("#sweep-ks textarea").fill("2")
-        number = page.locator("#sweep-ctl-problems input[type=number]")
-        number.fill("1")
-        number.press("Enter")
+        page.locator("#sweep-decoding").get_by_text("Decoding").click()
+        for key in ("gen_len", "block_len"):
+            number = page.locator(f"#sweep-ctl-{key} input[type=number]")
+            number.fill("32" if key == "gen_len" else "16")
+            number.press("Enter")
         page.locator("#sweep-run-btn").click(timeout=60_000)
         page.locator("#sweep-progress").wait_for(timeout=60_000)  # the progress bar shows while it runs
         page.wait_for_function(
-            "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 1 problem')", timeout=180_000
+            "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 3 prompts')", timeout=180_000
         )
+        assert "--prompts prompts.txt" in page.locator("#sweep-banner").inner_text()
         points = page.locator("#sweep-pareto .scatterlayer .trace").first.locator("path.point")
         points.nth(1).wait_for(timeout=30_000)
         assert points.count() == 2
-        box = points.nth(1).bounding_box()  # tau 3, k 2
+        points.nth(1).scroll_into_view_if_needed()
+        box = points.nth(1).bounding_box()  # tau 12, k 2
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.wait_for_function(
-            "document.querySelector('#sweep-loaded').innerText.includes('tau 3, k 2')", timeout=30_000
-        )
+        page.locator("#sweep-point .ec-diff").first.wait_for(timeout=30_000)
+        cards = page.locator("#sweep-point .ec-prompt")
+        assert cards.count() == 3 and "tau 12, k 2" in page.locator("#sweep-loaded").inner_text()
+        for card, prompt in zip(cards.all(), stories):
+            assert prompt in card.inner_text() and card.locator(".ec-pair .ec-text").count() == 2  # side by side
+        assert page.locator("#sweep-point .ec-first").count() >= 1
+        assert page.locator("#sweep-downloads a[download]").count() == 4  # points, texts, JSON, your prompts
         page.screenshot(path=str(shot), full_page=True)
         page.get_by_role("tab", name="Race").click()
-        assert page.locator("#ctl-tau input[type=number]").input_value() == "3"
+        assert page.locator("#ctl-tau input[type=number]").input_value() == "12"
         assert page.locator("#ctl-k input[type=number]").input_value() == "2"
     assert shot.stat().st_size > 10_000
 

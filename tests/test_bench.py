@@ -12,7 +12,7 @@ from core.bench import Contender, contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
-from core.tasks import held_out, is_correct
+from core.tasks import held_out, is_correct, own_items
 from core.tasks.word_problems import VOCABULARY, make_split
 from training.checkpoint import save_own_model
 from training.word_tokenizer import build_tokenizer
@@ -206,6 +206,86 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
     assert [{k: r[k] for k in exact} for r in followed[-1].rows] == [{k: r[k] for k in exact} for r in points]
     with pytest.raises(ValueError, match="tau must be a number"):
         sweep(model, tok, problems, [float("nan")], [1], config)
+
+
+def test_every_row_keeps_what_each_prompt_decoded_and_its_measures(saved):
+    """per_prompt: the answer (text, tokens before the end-of-text), its grade, agreement and first divergence
+    against the reference, and the full steps split as the row's fractions split them."""
+    from core.bench import first_divergence
+
+    assert first_divergence([1, 2, 3], [1, 2, 3]) == 3 and first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2, 3], [1, 2]) == 2 and first_divergence([1, 2], [1, 2, 3]) == 2
+    model, tok = load_model(saved)
+    problems = held_out("words", 3)
+    config = DecodeConfig(gen_len=16, block_len=8)
+    contenders = [Contender("none", {}), Contender("entropy", {"tau": 12.0, "k": 1})]
+    none, cached = run_bench(model, tok, problems, contenders, config, warmup=0, progress=False)
+    for row in (none, cached):
+        assert [p["prompt"] for p in row["per_prompt"]] == [item.prompt for item in problems]
+        for item, p in zip(problems, row["per_prompt"]):
+            last = generate(model, chat_prompt_ids(tok, item.prompt), make_policy(row["policy"], **row["params"]),
+                            config)
+            assert p["tokens"] == last.tokens[: last.totals.tokens] and p["text"] == answer_text(tok, last)
+            assert p["correct"] == is_correct(item, p["text"]) and p["steps"] == last.totals.steps
+        assert row["accuracy"] == sum(p["correct"] for p in row["per_prompt"]) / 3
+        steps = sum(p["steps"] for p in row["per_prompt"])
+        assert row["full_steps_forced"] == sum(len(p["full_steps_forced_at"]) for p in row["per_prompt"]) / steps
+        assert row["full_steps_entropy"] == sum(len(p["full_steps_entropy_at"]) for p in row["per_prompt"]) / steps
+    refs = none["per_prompt"]
+    assert all(p["identical"] and p["first_divergence"] == len(p["tokens"]) for p in refs)
+    for p, ref in zip(cached["per_prompt"], refs):
+        assert p["first_divergence"] == first_divergence(ref["tokens"], p["tokens"])
+        assert p["identical"] == (p["tokens"] == ref["tokens"]) and 0 <= p["agreement"] <= 1
+    assert cached["first_divergence_median"] == sorted(p["first_divergence"] for p in cached["per_prompt"])[1]
+
+
+def test_cli_bench_decodes_your_prompts_file_one_prompt_a_line(saved, tmp_path):
+    lines = [p.prompt for p in make_split("test", 2)]
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(f"{lines[0]}\n\n  {lines[1]}  \n")
+    out = tmp_path / "rows.json"
+    res = bench_cli("--model", str(saved), "--prompts", str(prompts), "--policies", "none,entropy", "--tau", "0.5",
+                    "--gen-len", "16", "--block", "8", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())
+    assert [r["accuracy"] for r in rows] == [None, None] and "shots" not in rows[0]  # no known answers
+    assert [p["prompt"] for p in rows[1]["per_prompt"]] == lines and rows[1]["n"] == 2
+    model, tok = load_model(saved)
+    direct = run_bench(model, tok, own_items(lines), [Contender("none", {}), Contender("entropy", {"tau": 0.5})],
+                       DecodeConfig(gen_len=16, block_len=8), progress=False)
+    assert [r["per_prompt"] for r in rows] == [r["per_prompt"] for r in direct]
+    header, _, *table = res.stdout.splitlines()
+    assert "1st div" in header and all(line.split("|")[1].strip() == "-" for line in table)  # acc: none
+
+
+@pytest.mark.parametrize(
+    "lines, args, message",
+    [
+        (None, [], "--prompts: cannot read"),
+        (["", "  "], [], "has no prompt (one prompt a line)"),
+        (["mia has 7 marbles .", "", "tell a story about mia ."], [],
+         "--prompts line 3: the model does not know 4 words of the prompt: 'tell', 'a', 'story', 'about'"),
+        (["mia has 7 marbles .", "mia " * 30], ["--gen-len", "1000", "--block", "8"],
+         "--prompts line 2: the prompt ("),
+        (["mia has 7 marbles ."], ["--n", "3", "--shots", "2"],
+         "--prompts decodes the file's prompts: leave out --n, --shots"),
+        (["mia has 7 marbles ."], ["--task", "stories"], "leave out --task"),
+    ],
+)
+def test_cli_names_the_bad_line_of_a_prompts_file_before_the_weights_load(tmp_path, capsys, lines, args, message):
+    """A tokenizer of the word problems' words alone, and no weights at all: the file's error comes first."""
+    from conftest import word_problems_tokenizer
+
+    from core.cli import main
+    from core.loading import EMBEDDED
+
+    (tmp_path / "config.json").write_bytes((EMBEDDED / "config.json").read_bytes())
+    word_problems_tokenizer().save_pretrained(tmp_path)
+    prompts = tmp_path / "prompts.txt"
+    if lines is not None:
+        prompts.write_text("\n".join(lines) + "\n")
+    assert main(["bench", "--model", str(tmp_path), "--prompts", str(prompts), *args]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_task_items_few_shot_prompts_and_grading():

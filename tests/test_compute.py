@@ -123,7 +123,7 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
                 intervals.append((start, time.perf_counter()))
             yield i
 
-    runner = TabRunner(ctx)
+    runner = TabRunner(ctx, STATUS)
     outputs = {}
 
     def visit(name: str) -> None:
@@ -146,7 +146,7 @@ def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
     ctx = AppContext(Registry())
     queue = ctx.turn_queue("cpu")
     holder = queue.join()
-    runner = TabRunner(ctx)
+    runner = TabRunner(ctx, STATUS)
     me = SimpleNamespace(session_hash="me")
     run = runner.run(me, lambda: View(lambda *a: iter([1])))
     assert next(run)[STATUS].startswith("Waiting for the model")
@@ -170,10 +170,10 @@ def test_a_run_with_a_turn_per_snapshot_lets_a_race_in_between() -> None:
         order.append("race")
         yield 0
 
-    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, turn_per_snapshot=True).run(None,
+    long_run = threading.Thread(target=lambda: list(TabRunner(ctx, STATUS, turn_per_snapshot=True).run(None,
                                                                                                 lambda: View(sweep))))
     long_run.start()
     time.sleep(0.05)
-    list(TabRunner(ctx).run(None, lambda: View(race)))
+    list(TabRunner(ctx, STATUS).run(None, lambda: View(race)))
     long_run.join()
     assert order.index("race") < order.index("sweep 5") and len(order) == 7

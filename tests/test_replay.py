@@ -122,9 +122,18 @@ def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
         check_frame(None, 0)
 
 
-def test_play_refuses_an_unknown_pace(recorded) -> None:
-    with pytest.raises(gr.Error, match="Pace must be one of: 1x, 10x, 100x, one step per second; got '3x'"):
-        next(replay_panel().play(replay_of(recorded), 0, "3x"))
+def test_a_refused_frame_pace_or_trace_is_told_in_the_status_line_alone(recorded, tmp_path) -> None:
+    panel = replay_panel()
+    replay = replay_of(recorded)
+    status = panel.race.status
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "entropycache-trace/1"}')
+    for out, message in ((list(panel.play(replay, 0, "3x")), "Pace must be one of: 1x, 10x, 100x, one step per "
+                                                              "second; got '3x'"),
+                         ([panel.show(replay, -1)], f"Replay frame must be a whole number from 0 to {len(replay)}"),
+                         ([panel.step(None, 0, 1)], "Nothing to replay yet"),
+                         ([panel.load(str(bad))], "the trace: missing model, settings")):
+        assert len(out) == 1 and list(out[0]) == [status] and message in out[0][status]
 
 
 def mutate(data: dict, path: str, value) -> dict:

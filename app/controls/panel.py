@@ -210,7 +210,7 @@ class PanelTab:
 
     def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
         self.ctx, self.inputs, self.panels = ctx, inputs, panels
-        self.runner = TabRunner(ctx)
+        self.runner = TabRunner(ctx, panels.status)
 
     def view(self, run: Run) -> TabView:
         raise NotImplementedError

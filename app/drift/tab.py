@@ -19,7 +19,7 @@ from app.drift.decode import DriftJob
 from app.drift.render import DriftRenderer, DriftUpdate
 from app.serving.context import AppContext
 from app.serving.runner import Outputs, TabView
-from app.widgets.banner import banner
+from app.widgets.banner import banner, refused
 from app.widgets.explain import explain_step
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
@@ -114,17 +114,24 @@ class DriftTab(PanelTab):
     def view(self, run: Run) -> DriftView:
         return DriftView(run, self.panels, self.ctx.throttle_s)
 
-    def explain(self, step: float, record: DriftRun | None) -> str:
-        """The Explain panel's text for step `step` of the session's last finished diagnostic decode."""
+    def explain(self, step: object, record: DriftRun | None) -> str:
+        """The Explain panel's text for step `step` of the session's last finished diagnostic decode (a
+        ValueError names a step out of its range)."""
         if record is None or not record.events:
             return NO_RUN
         if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
-            raise gr.Error(f"The step must be a whole number, got {step!r}.", print_exception=False)
+            raise ValueError(f"The step must be a whole number, got {step!r}.")
         if not 0 <= step < len(record.events):
-            raise gr.Error(f"The step must be between 0 and {len(record.events) - 1}, got {step:g}.",
-                           print_exception=False)
+            raise ValueError(f"The step must be between 0 and {len(record.events) - 1}, got {step:g}.")
         _, tokenizer = self.ctx.registry.get(record.model)
         return record.explain(int(step), tokenizer)
+
+    def on_step(self, step: object, record: DriftRun | None) -> Outputs:
+        """The step slider's handler: the explanation, or why the step was refused in the status line."""
+        try:
+            return {self.panels.explanation: self.explain(step, record)}
+        except ValueError as e:
+            return {self.panels.status: refused(str(e))}
 
 
 def build_drift_panels() -> DriftPanels:
@@ -154,6 +161,6 @@ def build_drift_tab(ctx: AppContext) -> DriftTab:
     tab = DriftTab(ctx, inputs, panels)
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "drift", panels.status)
     # change, not release: typing a step into the slider's box counts too. Cheap, so not queued behind decodes.
-    panels.step.change(tab.explain, [panels.step, panels.record], panels.explanation, queue=False,
+    panels.step.change(tab.on_step, [panels.step, panels.record], [panels.explanation, panels.status], queue=False,
                        api_visibility="private")
     return tab

@@ -5,7 +5,8 @@ The replay draws into the race's own panels (app/race/panels.py: banner, speed, 
 rows, and the story beside each lane's text), whose plots then mark the step on screen; nothing is
 decoded again (app/race/replay.py). Every handler checks what it
 is sent: the frame and the pace are bounded here too, and a trace file is read strictly
-(app/race/trace_reader.py). The file comes from Gradio (an upload, or the trace the race wrote), never
+(app/race/trace_reader.py); what is refused is said in the race's status line, the panels left as
+they were. The file comes from Gradio (an upload, or the trace the race wrote), never
 from a path a visitor typed.
 """
 
@@ -26,7 +27,7 @@ from app.race.replay import DEFAULT_PACE, PACES, Replay
 from app.race.speed import speedup
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
 from app.serving.runner import Outputs
-from app.widgets.banner import banner
+from app.widgets.banner import banner, refused
 from app.widgets.explain import explain_step
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
@@ -137,40 +138,44 @@ class ReplayPanel:
             out[panels.story] = story(replay, lane, shown, renderer)
         return out | {self.slider: gr.Slider(maximum=len(replay), value=n), self.frame: n}
 
+    def refused(self, error: ValueError) -> Outputs:
+        """Only the race's status line changes, to say why."""
+        return {self.race.status: refused(str(error))}
+
     def load(self, path: str | None) -> Outputs:
         try:
             replay = load_trace_file(path)
         except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+            return self.refused(e)
         return {self.replay: replay} | self.show_frame(replay, 0, "loaded")
 
     def show(self, replay: Replay | None, frame: object) -> Outputs:
-        replay, n = _checked(replay, frame)
+        try:
+            replay, n = check_frame(replay, frame)
+        except ValueError as e:
+            return self.refused(e)
         return self.show_frame(replay, n, "paused")
 
     def step(self, replay: Replay | None, frame: object, delta: int) -> Outputs:
-        replay, n = _checked(replay, frame)
+        try:
+            replay, n = check_frame(replay, frame)
+        except ValueError as e:
+            return self.refused(e)
         return self.show_frame(replay, replay.clamp(n + delta), "paused")
 
     def play(self, replay: Replay | None, frame: object, pace: object) -> Iterator[Outputs]:
-        replay, n = _checked(replay, frame)
         try:
+            replay, n = check_frame(replay, frame)
             pace = check_pace(pace)
         except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+            yield self.refused(e)
+            return
         start = 0 if n == len(replay) else n  # at the end, Play starts over
         renderer = Renderer(replay.layout(), cursor=True)  # one per playback: unchanged lanes are not redrawn
         yield self.show_frame(replay, start, f"playing at {pace}", renderer)
         for shown in replay.play(start, pace, DEFAULT_THROTTLE_S):
             state = "finished" if shown == len(replay) else f"playing at {pace}"
             yield self.show_frame(replay, shown, state, renderer)
-
-
-def _checked(replay: Replay | None, frame: object) -> tuple[Replay, int]:
-    try:
-        return check_frame(replay, frame)
-    except ValueError as e:
-        raise gr.Error(str(e), print_exception=False) from None
 
 
 def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:

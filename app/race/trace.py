@@ -3,29 +3,20 @@ with what a replay needs to draw them (the text of every token in them, the mask
 ids, the layer count), so that a race recorded with any model replays anywhere (app/race/replay.py; a
 trace is read back strictly by app/race/trace_reader.py).
 
-Files go to one folder under the system temp dir (where Gradio may serve them from) with a random
-name. Whenever a new one is written, files older than a day go, and then the oldest ones until at most
-MAX_FILES - 1 files and MAX_BYTES remain: a busy server (a long run writes ~5 MB) cannot fill the disk
-within the day.
+The file is written as every download is (app/serving/downloads.py).
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
-import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from app.race.decode import Lane
+from app.serving.downloads import DOWNLOAD_DIR, write_download
 
 TRACE_FORMAT = "entropycache-trace/1"
-
-TRACE_DIR = Path(tempfile.gettempdir()) / "entropycache-traces"
-MAX_AGE_S = 24 * 3600
-MAX_FILES = 200
-MAX_BYTES = 200 * 2**20
+TRACE_DIR = DOWNLOAD_DIR
 
 
 @dataclass(frozen=True)
@@ -72,36 +63,4 @@ def trace_dict(
 
 
 def write_trace(data: dict, folder: Path = TRACE_DIR) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    _prune(folder)
-    path = folder / f"entropycache-trace-{uuid.uuid4().hex[:12]}.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
-def _prune(folder: Path) -> None:
-    """Keep only files younger than MAX_AGE_S, and of those the newest within MAX_FILES - 1 and MAX_BYTES."""
-    cutoff = time.time() - MAX_AGE_S
-    kept, total = 0, 0
-    for mtime, size, path in sorted(_listing(folder), reverse=True):  # newest first
-        kept, total = kept + 1, total + size
-        if mtime < cutoff or kept >= MAX_FILES or total > MAX_BYTES:  # >=: leave room for the new file
-            _remove(path)
-
-
-def _listing(folder: Path) -> list[tuple[float, int, Path]]:
-    out = []
-    for path in folder.glob("entropycache-trace-*.json"):
-        try:
-            st = path.stat()
-        except OSError:  # another worker removed it first
-            continue
-        out.append((st.st_mtime, st.st_size, path))
-    return out
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:  # another worker removed it first
-        pass
+    return write_download(json.dumps(data), "trace", ".json", folder)

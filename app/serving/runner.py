@@ -2,8 +2,10 @@
 snapshots into the tab's outputs, end with "Stopped." after a Stop.
 
 Every tab (Race, Drift, Sweep) runs this way. The session's run board hands out a stop flag (a new Run
-or Stop in any tab cancels the run in flight); core's own checks and an out-of-memory become gr.Error
-with a plain message; the board forgets the run however it ends. A tab says how a run looks with a
+or Stop in any tab cancels the run in flight); a refused input, core's own checks and an out-of-memory
+are told in the tab's status line alone (its other panels stay as they were: no error badge over each
+of them), and an API client gets the same message in that output; the board forgets the run however
+it ends. A tab says how a run looks with a
 TabView, whose every answer names the output components it updates (Outputs), and what it decodes
 with a Job: plain data in, plain data out (no figures), which runs on the CPU or, for a GPU model,
 inside a function decorated with spaces.GPU once, at build time, as ZeroGPU wants.
@@ -25,7 +27,7 @@ from app.serving.device_thread import CPU_THREAD
 from app.serving.gpu import GPU_DURATION_S, free_memory, on_gpu
 from app.serving.sessions import StopFlag
 from app.serving.turn_queue import in_turns, waiting_text
-from app.widgets.banner import banner
+from app.widgets.banner import banner, refused
 from core.passes import release_graphs
 
 # A handler's answer: the new values of some of its output components, by component; Gradio leaves the
@@ -73,13 +75,15 @@ class TabView(ABC):
 
 
 class TabRunner:
-    """A tab's runs. A run holds its device's turn queue (app/serving/turn_queue.py) while it loads and
-    decodes: for the whole run, or with `turn_per_snapshot` one turn per snapshot (a sweep, so a race
-    waits for one of its decodes, not all of them)."""
+    """A tab's runs, refused ones told in `status` (the tab's banner). A run holds its device's turn
+    queue (app/serving/turn_queue.py) while it loads and decodes: for the whole run, or with
+    `turn_per_snapshot` one turn per snapshot (a sweep, so a race waits for one of its decodes, not all
+    of them)."""
 
-    def __init__(self, ctx: AppContext, gpu_duration_s: int = GPU_DURATION_S, oom_message: str = OOM,
+    def __init__(self, ctx: AppContext, status: Block, gpu_duration_s: int = GPU_DURATION_S, oom_message: str = OOM,
                  turn_per_snapshot: bool = False) -> None:
         self.ctx = ctx
+        self.status = status
         self.oom_message = oom_message
         self.turn_per_snapshot = turn_per_snapshot
         self.gpu_snapshots = on_gpu(self.snapshots, gpu_duration_s)  # decorated once, at build time
@@ -100,12 +104,17 @@ class TabRunner:
         finally:
             free_memory()
 
+    def refused(self, message: str) -> Outputs:
+        """Only the status line changes, to say why."""
+        return {self.status: refused(message)}
+
     def run(self, request: gr.Request | None, validate: Callable[[], TabView]) -> Iterator[Outputs]:
         """validate() (its ValueError is the visitor's message), then the session's run of the view it gives."""
         try:
             view = validate()
         except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+            yield self.refused(str(e))
+            return
         # The flag is taken here, once: looked up by session key later, it could be the next run's.
         key, flag = self.ctx.board.begin(getattr(request, "session_hash", None))
         try:
@@ -113,9 +122,9 @@ class TabRunner:
             if flag.reason == "stop":  # said last, so no update rendered while stopping can overwrite it
                 yield view.message("Stopped.")
         except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
-            raise gr.Error(str(e), print_exception=False) from None
+            yield self.refused(str(e))
         except torch.OutOfMemoryError:
-            raise gr.Error(self.oom_message, print_exception=False) from None
+            yield self.refused(self.oom_message)
         finally:
             self.ctx.board.end(key, flag)
 

@@ -2,10 +2,12 @@
 a picked point read back.
 
 A sweep is core.bench's: the exact decoder and EntropyCache at every (tau, k) of the grid decode the
-same held-out items of one task (stories, or word problems alone or after worked examples),
-interleaved, and each point is a bench row (speedup, accuracy, agreement, ...). Every list and count
-a visitor sends is bounded here, by the controls' declared ranges (app/controls/declared.py), since
-the HTTP API accepts anything; nothing is clamped silently. No gradio here.
+same prompts, interleaved: the held-out items of one task (stories, or word problems alone or after
+worked examples) or the visitor's own prompts, one a line. Each point is a bench row (speedup,
+accuracy, agreement, first divergence, ..., and what it decoded for every prompt). Every list, count
+and prompt a visitor sends is bounded here, by the controls' declared ranges (app/controls/declared.py)
+and the Race's prompt check, since the HTTP API accepts anything; nothing is clamped silently, and a
+bad prompt's message names its line. No gradio here.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
+from app.controls.run import MAX_PROMPT_CHARS, check_prompt
 from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
 from core.policies import Param
-from core.tasks import held_out
+from core.tasks import Item, held_out, own_items, prompt_lines
 
 MAX_TAUS = 8
 MAX_KS = 4
 MAX_PROBLEMS = 50
+MAX_OWN_PROMPTS = 20
+MAX_BOX_CHARS = MAX_OWN_PROMPTS * (MAX_PROMPT_CHARS + 1)  # the prompts box: every line as long as the Race's prompt
 PROBLEMS = Control.of(Param("problems", int, 6, low=1, high=MAX_PROBLEMS, label="held-out prompts",
                             help="held-out prompts of the task, each decoded at every setting"))
 DEFAULT_TAUS = "0.1, 0.5, 1, 2, 4"  # across the stories' knee (docs/BENCHMARKS.md)
@@ -32,20 +37,34 @@ DECODING = ("gen_len", "block_len", "steps", "threshold")  # the decode controls
 # What a visitor picks -> (core.tasks task, worked examples before each problem). Stories first: they
 # have real choices, so tau changes what is recomputed; word problems are nearly certain everywhere.
 TASKS = {"stories": ("stories", 0), "word problems": ("words", 0), "word problems, 4-shot": ("words", 4)}
+OWN_PROMPTS = "your prompts"  # the other choice: the prompts box, one prompt a line
+SOURCES = [*TASKS, OWN_PROMPTS]
 
 
 @dataclass(frozen=True)
 class SweepParams:
     model: str
-    task: str  # a key of TASKS
+    task: str  # one of SOURCES
     taus: tuple[float, ...]
     ks: tuple[int, ...]
-    problems: int
+    problems: int  # held-out items of a task
     config: DecodeConfig  # greedy decoding, as the bench measures it
+    prompts: tuple[tuple[int, str], ...] = ()  # OWN_PROMPTS: (line, prompt) for each line that is not blank
 
-    def items(self) -> list:
+    def items(self) -> list[Item]:
+        if self.task == OWN_PROMPTS:
+            return own_items([prompt for _, prompt in self.prompts])
         task, shots = TASKS[self.task]
         return held_out(task, self.problems, shots=shots)
+
+    @property
+    def count(self) -> int:
+        """How many prompts the sweep decodes at every setting."""
+        return len(self.prompts) if self.task == OWN_PROMPTS else self.problems
+
+    def name(self, i: int) -> str:
+        """How a message names the sweep's i-th prompt (from 0)."""
+        return f"Line {self.prompts[i][0]} of your prompts" if self.task == OWN_PROMPTS else f"Held-out prompt {i + 1}"
 
     def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
         """The sweep's progress after each decode (plain data: core.bench.Progress), as the tab runner's
@@ -77,16 +96,35 @@ def parse_list(text: object, control: Control, most: int) -> tuple:
     return tuple(values)
 
 
+def parse_prompts(text: object) -> tuple[tuple[int, str], ...]:
+    """The prompts box: (line, prompt) for each line that is not blank (core.tasks.prompt_lines, as
+    `bench --prompts FILE` reads a file), at most MAX_OWN_PROMPTS, each checked as the Race's prompt is,
+    a message naming its line. (Whether the model can read them is the registry's check: app/sweep/tab.py.)"""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"Type or paste your prompts, one per line (at most {MAX_OWN_PROMPTS}): the box is empty.")
+    if len(text) > MAX_BOX_CHARS:
+        raise ValueError(f"Your prompts are {len(text)} characters long; the limit is {MAX_BOX_CHARS}.")
+    lines = prompt_lines(text)
+    if len(lines) > MAX_OWN_PROMPTS:
+        raise ValueError(f"At most {MAX_OWN_PROMPTS} prompts, one per line; got {len(lines)}.")
+    for n, prompt in lines:
+        try:
+            check_prompt(prompt)
+        except ValueError as e:
+            raise ValueError(f"Line {n} of your prompts: {e}") from None
+    return tuple(lines)
+
+
 def parse_sweep(
-    model: object, task: object, taus: object, ks: object, problems: object, gen_len: object, block_len: object,
-    steps: object, threshold: object, *, models: list[str], graphs: str = "auto",
+    model: object, task: object, prompts: object, taus: object, ks: object, problems: object, gen_len: object,
+    block_len: object, steps: object, threshold: object, *, models: list[str], graphs: str = "auto",
 ) -> SweepParams:
     """Validate one sweep's raw inputs (as the UI or an API client sent them); `graphs`: the server's
-    (ModelRegistry.graphs)."""
+    (ModelRegistry.graphs). The prompts box is read only when the task is OWN_PROMPTS."""
     if model not in models:
         raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
-    if task not in TASKS:
-        raise ValueError(f"Unknown task {task!r}; choose one of: {', '.join(TASKS)}.")
+    if task not in SOURCES:
+        raise ValueError(f"Unknown task {task!r}; choose one of: {', '.join(SOURCES)}.")
     sent = dict(zip(DECODING, (gen_len, block_len, steps, threshold)))
     return SweepParams(
         model=str(model),
@@ -95,6 +133,7 @@ def parse_sweep(
         ks=parse_list(ks, RUN_CONTROLS["k"], MAX_KS),
         problems=PROBLEMS.check(problems),
         config=decode_config({key: DECODE_CONTROLS[key].check(value) for key, value in sent.items()}, graphs),
+        prompts=parse_prompts(prompts) if task == OWN_PROMPTS else (),
     )
 
 

@@ -1,16 +1,22 @@
-"""The Sweep tab: a tau x k sweep of EntropyCache on held-out stories or word problems, run in the
-background with a progress bar, drawn as a Pareto plot of speedup against accuracy or agreement.
-Clicking a point (or a table row) loads its tau and k into the Race and Drift tabs.
+"""The Sweep tab: a tau x k sweep of EntropyCache on held-out stories or word problems, or on prompts of
+your own (one a line), run in the background with a progress bar, drawn as a Pareto plot of speedup
+against accuracy, agreement or first divergence. Picking a point (a click on the plot or a table row)
+shows its texts beside the exact decoder's, prompt by prompt (app/sweep/point.py), and loads its tau and
+k into the Race and Drift tabs; "lower tau" / "higher tau" move to the next point at the same k, so the
+same prompts are seen at both. At the end the points and every text download as CSV and JSON, with
+the command line that runs the same sweep (app/sweep/export.py).
 
 A click reaches the server through a hidden textbox: SWEEP_JS (given to launch) listens for
 plotly's click on the plot and writes the point's (tau, k) there. The server checks those values
 against the controls' bounds like any other input; a table row is looked up in the session's own results.
+A refused input is told in the status line, the other panels left as they were.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 import pandas as pd
@@ -19,36 +25,48 @@ from gradio.blocks import Block
 from app.controls.declared import DECODE_CONTROLS
 from app.controls.panel import Inputs, bounded_slider, wire_run
 from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
 from app.serving.runner import Outputs, TabRunner, TabView
 from app.sweep.decode import (
     DECODING,
     DEFAULT_KS,
     DEFAULT_TAUS,
+    MAX_BOX_CHARS,
     MAX_KS,
+    MAX_OWN_PROMPTS,
     MAX_PROBLEMS,
     MAX_TAUS,
+    OWN_PROMPTS,
     PROBLEMS,
-    TASKS,
+    SOURCES,
     SweepParams,
     parse_point,
     parse_sweep,
 )
+from app.sweep.export import cli_command, sweep_record, write_downloads
+from app.sweep.point import PICK_HINT, neighbour, point_html
 from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, sweep_table
 from app.widgets.banner import banner
+from app.widgets.text_view import TokenText
 from core.bench import Progress
+from core.loading import chat_prompt_ids
 
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
 SWEEP_OOM = "Out of GPU memory: try a shorter gen length."
 INTRO = f"""### Tune tau by looking
-The exact decoder and EntropyCache at every (tau, k) you list decode the same held-out prompts of one
-task, interleaved, exactly as `python -m core bench` does; each point is one setting's measured speedup
-against its accuracy (or its token agreement with the exact decoder). A story is accurate when the
-story grammar's checker passes it; it has real choices, so tau moves the points far more there than
-on word problems. Points on the dotted Pareto front are the settings worth choosing between.
-**Click a point** (or a table row) to load its tau and k into the Race and Drift tabs. Up to
-{MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} prompts."""
-DONE = ("Sweep done: {n} problem{s}. Click a point (or a table row) to load its tau and k into the Race and "
-        "Drift tabs.")
+The exact decoder and EntropyCache at every (tau, k) you list decode the same prompts, interleaved,
+exactly as `python -m core bench` does: held-out prompts of one task, or **your own prompts**, one per
+line (up to {MAX_OWN_PROMPTS}), on any model in the picker. Each point is one setting's measured speedup
+against its accuracy (word problems: the right number; stories: the story checker's pass), its token
+agreement with the exact decoder, or its first divergence: how many tokens its texts match the exact
+decoder's before they part (the median over the prompts). Points on the dotted Pareto front are the
+settings worth choosing between. **Pick a point** (click it, or a table row) to read its texts beside
+the exact decoder's, every differing token marked, and to load its tau and k into the Race and Drift
+tabs. Up to {MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} held-out prompts."""
+DONE = ("Sweep done: {n} prompt{s}. Pick a point (or a table row) to see its texts and load its tau and k into "
+        'the Race and Drift tabs. <span class="ec-note">The same sweep from the command line: '
+        "<code>{command}</code></span>")
+NO_SWEEP = "Run a sweep first: then pick a point to see its texts."
 
 # Plotly's click event -> the hidden #sweep-pick textbox (a nonce makes every click a new value) -> its
 # `change` event on the server. Plots are re-rendered as the sweep streams, so the listener is
@@ -76,9 +94,12 @@ SWEEP_JS = """
 
 @dataclass(frozen=True)
 class SweepResult:
-    """The session's last sweep (kept in gr.State): its rows, and the point loaded from it, if any."""
+    """The session's last sweep (kept in gr.State): its rows, the text of every token in them (and what
+    joins two tokens' text), and the point picked from it, if any."""
     params: SweepParams
     rows: list[dict]
+    pieces: dict[int, str]
+    sep: str
     selected: tuple[float, int] | None = None
 
 
@@ -87,48 +108,72 @@ class SweepPanels:
     status: gr.HTML
     plot: gr.Plot
     loaded: gr.Markdown  # what a picked point loaded
+    point: gr.HTML  # a picked point's texts beside the exact decoder's
     table: gr.Dataframe
+    downloads: gr.File  # the points and texts (CSV), everything (JSON), your prompts
     result: gr.State  # the session's last sweep (a SweepResult)
 
     def outputs(self) -> list[Block]:
         """What a sweep updates, in the HTTP API's order (`/sweep`; the state stays server-side)."""
-        return [self.status, self.plot, self.table, self.result]
+        return [self.status, self.plot, self.table, self.point, self.downloads, self.result]
 
     def drawn(self, result: SweepResult, metric: str) -> Outputs:
         return {self.plot: pareto_figure(result.rows, metric, result.selected), self.table: _frame(result.rows),
                 self.result: result}
 
 
-class SweepView(TabView):
-    """One sweep in the tab's panels. The plot and table are redrawn only when a problem has finished
-    (the points move only then); the end repeats the whole result."""
+def model_flag(choice: ModelChoice) -> str | None:
+    """The model as the bench's --model takes it: None for the embedded one (its default), a hub alias,
+    or a placeholder for an operator's folder (a server path is not shown)."""
+    if choice.label == EMBEDDED_LABEL:
+        return None
+    return choice.source if choice.source in HUB_MODELS.values() else "MODEL_DIR"
 
-    def __init__(self, params: SweepParams, metric: str, panels: SweepPanels) -> None:
+
+class SweepView(TabView):
+    """One sweep in the tab's panels. The plot and table are redrawn only when a prompt has finished
+    (the points move only then); the end repeats the whole result, with the downloads."""
+
+    def __init__(self, params: SweepParams, metric: str, panels: SweepPanels, command: str) -> None:
         super().__init__(params.model, panels.status)
-        self.params, self.metric, self.panels = params, metric, panels
-        self.shown = 0  # problems drawn so far
+        self.params, self.metric, self.panels, self.command = params, metric, panels, command
+        self.shown = 0  # prompts drawn so far
         self.last: Progress | None = None
         self.drawn: Outputs | None = None
+        self.text: TokenText | None = None
 
     def start(self, model, tokenizer) -> tuple[Outputs, SweepParams]:
+        """Every prompt must fit the model with the gen length (named if not); then the panels are cleared."""
+        limit, gen = model.config.max_seq_len, self.params.config.gen_len
+        for i, item in enumerate(self.params.items()):
+            length = len(chat_prompt_ids(tokenizer, item.prompt))
+            if length + gen > limit:
+                raise ValueError(f"{self.params.name(i)}: the prompt ({length} tokens) and the gen length ({gen}) "
+                                 f"exceed the model's {limit} positions: shorten one of them.")
+        self.text = TokenText(tokenizer, model.config.mask_token_id)
         p = self.panels
-        return self.message("Warming up...") | {p.plot: None, p.table: None, p.result: None}, self.params
+        return self.message("Warming up...") | {p.plot: None, p.table: None, p.point: PICK_HINT, p.downloads: None,
+                                                p.result: None}, self.params
 
     def show(self, progress: Progress) -> Outputs:
         self.last = progress
-        status = {self.panels.status: progress_html(progress, self.params.problems)}
+        status = {self.panels.status: progress_html(progress, self.params.count)}
         if progress.problems == self.shown:
             return status
         self.shown = progress.problems
-        self.drawn = self.panels.drawn(SweepResult(self.params, progress.rows), self.metric)
+        ids = {t for row in progress.rows for record in row["per_prompt"] for t in record["tokens"]}
+        result = SweepResult(self.params, progress.rows, self.text.pieces(ids), self.text.sep)
+        self.drawn = self.panels.drawn(result, self.metric)
         return status | self.drawn
 
     def end(self) -> Outputs | None:
-        """The whole result again, under the final banner: an API client's answer."""
+        """The whole result again, under the final banner, with the files to download: an API client's answer."""
         if self.drawn is None or self.last.decodes != self.last.total:
             return None
-        n = self.params.problems
-        return self.message(DONE.format(n=n, s="s" * (n != 1))) | self.drawn
+        n, rows = self.params.count, self.last.rows
+        files = write_downloads(sweep_record(self.params, rows, self.command))
+        done = DONE.format(n=n, s="s" * (n != 1), command=html.escape(self.command))
+        return self.message(done) | self.drawn | {self.panels.downloads: files}
 
 
 class SweepTab:
@@ -137,60 +182,84 @@ class SweepTab:
 
     def __init__(self, ctx: AppContext, panels: SweepPanels, targets: Sequence[Inputs]) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
-        self.runner = TabRunner(ctx, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True)
+        self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True)
 
     def run(
-        self, model: str, task: str, taus: str, ks: str, problems: float, gen_len: float, block_len: float,
-        steps: float, threshold: float, metric: str, request: gr.Request = None,
+        self, model: str, task: str, prompts: str, taus: str, ks: str, problems: float, gen_len: float,
+        block_len: float, steps: float, threshold: float, metric: str, request: gr.Request = None,
     ) -> Iterator[Outputs]:
-        """Check, then stream the sweep: the banner after each decode, the plot and table after each problem."""
+        """Check, then stream the sweep: the banner after each decode, the plot and table after each prompt."""
 
         def view() -> SweepView:
-            params = parse_sweep(model, task, taus, ks, problems, gen_len, block_len, steps, threshold,
+            params = parse_sweep(model, task, prompts, taus, ks, problems, gen_len, block_len, steps, threshold,
                                  models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
-            for item in params.items():  # a model that never learned the task is told so before decoding
-                self.ctx.registry.check_prompt(params.model, item.prompt)
-            return SweepView(params, _metric(metric), self.panels)
+            shown = _metric(metric)
+            for i, item in enumerate(params.items()):  # a prompt the model cannot read is told before decoding
+                try:
+                    self.ctx.registry.check_prompt(params.model, item.prompt)
+                except ValueError as e:
+                    raise ValueError(f"{params.name(i)}: {e}") from None
+            choice = self.ctx.registry.choice(params.model)
+            return SweepView(params, shown, self.panels, cli_command(params, model_flag(choice), choice.device))
 
         yield from self.runner.run(request, view)
 
     def picked_outputs(self) -> list[Block]:
         """What a picked point updates, in the HTTP API's order (`/sweep_pick`): each target's tau and k,
-        the message, the plot, the state."""
+        the message, the plot, the point's texts, the status line (a refusal), the state."""
         sliders = [ins.controls[key] for ins in self.targets for key in ("tau", "k")]
-        return [*sliders, self.panels.loaded, self.panels.plot, self.panels.result]
+        p = self.panels
+        return [*sliders, p.loaded, p.plot, p.point, p.status, p.result]
 
     def on_model(self, label: str) -> tuple[int, int]:
         """A model's own gen and block length."""
         c = self.ctx.registry.choice(label)
         return c.gen_len, c.block_len
 
-    def redraw(self, metric: str, result: SweepResult | None):
+    def redraw(self, metric: str, result: SweepResult | None) -> Outputs:
         """The plot again with another y axis (no decoding)."""
-        if result is None:
-            return None
-        return pareto_figure(result.rows, _metric(metric), result.selected)
+        try:
+            shown = _metric(metric)
+        except ValueError as e:
+            return self.runner.refused(str(e))
+        return {self.panels.plot: None if result is None else pareto_figure(result.rows, shown, result.selected)}
 
     def pick_point(self, value: str, metric: str, result: SweepResult | None) -> Outputs:
         """A clicked point: '[tau, k, nonce]' from SWEEP_JS, checked like any other input."""
         try:
             tau, k = parse_point(value)
+            shown = _metric(metric)
         except ValueError as e:
-            raise gr.Error(str(e), print_exception=False) from None
-        return self._load(tau, k, metric, result)
+            return self.runner.refused(str(e))
+        return self._load(tau, k, shown, result)
 
     def pick_row(self, metric: str, result: SweepResult | None, evt: gr.SelectData) -> Outputs:
         """A clicked table row, looked up in the session's own results."""
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         if result is None or not isinstance(row, int) or not 0 <= row < len(result.rows):
             return gr.skip()  # not a row of this session's results: nothing changes
+        try:
+            shown = _metric(metric)
+        except ValueError as e:
+            return self.runner.refused(str(e))
         params = result.rows[row]["params"]
         if "tau" not in params:
             return {self.panels.loaded: "That row is the exact decoder: pick an EntropyCache row."}
-        return self._load(params["tau"], params["k"], metric, result)
+        return self._load(params["tau"], params["k"], shown, result)
+
+    def move(self, step: int, metric: str, result: SweepResult | None) -> Outputs:
+        """The next point along tau at the picked point's k (`step` -1: lower, +1: higher)."""
+        try:
+            shown = _metric(metric)
+        except ValueError as e:
+            return self.runner.refused(str(e))
+        point = None if result is None else neighbour(result.rows, result.selected, step)
+        if point is None:
+            return {self.panels.point: NO_SWEEP}
+        return self._load(*point, shown, result)
 
     def _load(self, tau: float, k: int, metric: str, result: SweepResult | None) -> Outputs:
-        """tau and k into every target, what was loaded said, and the point marked on the plot."""
+        """tau and k into every target, what was loaded said, the point marked on the plot, its texts shown."""
         out = {ins.controls[key]: value for ins in self.targets for key, value in (("tau", tau), ("k", k))}
         message = f"Loaded **tau {tau:g}, k {k}** into the Race and Drift tabs."
         if result is None:
@@ -198,16 +267,16 @@ class SweepTab:
         p, c = result.params, result.params.config
         message += (f" The sweep decoded {p.task} with gen length {c.gen_len}, block length {c.block_len}, steps "
                     f"{c.steps or 'one token each'}, threshold {c.threshold or 0:g}.")
-        chosen = SweepResult(p, result.rows, (tau, k))
-        return out | {self.panels.loaded: message, self.panels.plot: pareto_figure(result.rows, _metric(metric),
-                                                                                  chosen.selected),
-                      self.panels.result: chosen}
+        panels = self.panels
+        return out | {panels.loaded: message, panels.plot: pareto_figure(result.rows, metric, (tau, k)),
+                      panels.point: point_html(result.rows, tau, k, result.pieces, result.sep),
+                      panels.result: replace(result, selected=(tau, k))}
 
 
 def _metric(metric: object) -> str:
     """The y axis a handler was sent, checked (every handler that draws takes one from the client)."""
     if metric not in METRICS:
-        raise gr.Error(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.", print_exception=False)
+        raise ValueError(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.")
     return str(metric)
 
 
@@ -225,34 +294,45 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
         with gr.Column(scale=3):
             taus = gr.Textbox(DEFAULT_TAUS, label="tau values (nats, comma separated)", elem_id="sweep-taus")
             ks = gr.Textbox(DEFAULT_KS, label="k values (comma separated)", elem_id="sweep-ks")
+            prompts = gr.Textbox("", lines=4, max_length=MAX_BOX_CHARS, elem_id="sweep-prompts",
+                                 label=f"Your prompts, one per line (at most {MAX_OWN_PROMPTS})",
+                                 placeholder="\n".join(first.examples[:3]))
         with gr.Column(scale=2):
             model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            task = gr.Radio(list(TASKS), value=next(iter(TASKS)), label="held-out task", elem_id="sweep-task")
+            task = gr.Radio(SOURCES, value=SOURCES[0], label="prompts", elem_id="sweep-task")
             problems = bounded_slider(PROBLEMS, prefix="sweep-")
             with gr.Row():
                 run = gr.Button("Run sweep", variant="primary", elem_id="sweep-run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id="sweep-stop-btn")
-    with gr.Accordion("Decoding", open=False):
+    with gr.Accordion("Decoding", open=False, elem_id="sweep-decoding"):
         with gr.Row():
             defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
             decoding = [bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING]
     status = gr.HTML(banner("Press Run sweep to start."), elem_id="sweep-banner")
     metric = gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric")
-    panels = SweepPanels(
-        status=status,
-        plot=gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto"),
-        loaded=gr.Markdown(elem_id="sweep-loaded"),
-        table=gr.Dataframe(headers=TABLE_HEADERS, label="Sweep points", interactive=False, elem_id="sweep-table"),
-        result=gr.State(None),
-    )
+    plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
+    table = gr.Dataframe(headers=TABLE_HEADERS, label="Sweep points", interactive=False, elem_id="sweep-table")
+    downloads = gr.File(label="Download: points (CSV), texts (CSV), everything (JSON), your prompts", interactive=False,
+                        file_count="multiple", elem_id="sweep-downloads")
+    gr.Markdown("### The picked point's texts")
+    with gr.Row():
+        loaded = gr.Markdown(elem_id="sweep-loaded")
+        lower = gr.Button("< lower tau", scale=0, elem_id="sweep-lower")
+        higher = gr.Button("higher tau >", scale=0, elem_id="sweep-higher")
+    point = gr.HTML(PICK_HINT, elem_id="sweep-point")
+    panels = SweepPanels(status, plot, loaded, point, table, downloads, gr.State(None))
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
     tab = SweepTab(ctx, panels, load_into)
 
-    wire_run(run, stop, ctx, tab.run, [model, task, taus, ks, problems, *decoding, metric], panels.outputs(), "sweep",
-             status)
+    wire_run(run, stop, ctx, tab.run, [model, task, prompts, taus, ks, problems, *decoding, metric], panels.outputs(),
+             "sweep", status)
     model.change(tab.on_model, model, decoding[:2], api_visibility="private")
-    metric.change(tab.redraw, [metric, panels.result], panels.plot, queue=False, api_visibility="private")
+    prompts.change(lambda text: OWN_PROMPTS if text.strip() else gr.skip(), prompts, task, queue=False,
+                  api_visibility="private")  # prompts typed or pasted: sweep them
+    metric.change(tab.redraw, [metric, panels.result], [panels.plot, status], queue=False, api_visibility="private")
     picked = tab.picked_outputs()
     pick.change(tab.pick_point, [pick, metric, panels.result], picked, queue=False, api_name="sweep_pick")
     panels.table.select(tab.pick_row, [metric, panels.result], picked, queue=False, api_visibility="private")
+    lower.click(lambda m, r: tab.move(-1, m, r), [metric, panels.result], picked, queue=False, api_visibility="private")
+    higher.click(lambda m, r: tab.move(1, m, r), [metric, panels.result], picked, queue=False, api_visibility="private")
     return tab

@@ -2,7 +2,8 @@
 
 Each gives held-out items to decode (a prompt and what grading needs) and grades a decoded answer:
 a word problem by its final number, a story by the story checker. The bench (`--task`, `--shots`)
-and the app's example prompts take their items from here.
+and the app's example prompts take their items from here. Prompts of one's own (`bench --prompts`,
+the app's Sweep tab) are items too, with nothing to grade them by.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from dataclasses import dataclass
 from core.tasks import stories, word_problems
 
 TASKS = ("words", "stories", "mix")
+OWN = "own"  # the task of a prompt of one's own: no known answer
 
 
 @dataclass(frozen=True)
 class Item:
-    task: str  # "words" or "stories"
+    task: str  # "words", "stories" or OWN
     prompt: str
-    reference: word_problems.Problem | stories.Story
+    reference: word_problems.Problem | stories.Story | None  # None: nothing to grade by (OWN)
     shots: tuple[word_problems.Problem, ...] = ()  # the worked examples in a k-shot prompt
 
 
@@ -40,14 +42,28 @@ def held_out(task: str, n: int, shots: int = 0) -> list[Item]:
             for p, w in zip(word_problems.make_split("test", n), worked)]
 
 
+def prompt_lines(text: str) -> list[tuple[int, str]]:
+    """(line number from 1, prompt) for each line of `text` that is not blank, stripped: one prompt a
+    line, as `bench --prompts FILE` reads a file and the Sweep tab its box (a message names the line)."""
+    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def own_items(prompts: list[str]) -> list[Item]:
+    """Prompts of one's own as items: decoded like held-out ones, never graded."""
+    return [Item(OWN, prompt, None) for prompt in prompts]
+
+
 def repeats(item: Item, answer_text: str) -> tuple[int, int]:
-    """(events repeating an earlier one, events) of a story's answer (stories.repeated_events); a word
-    problem has no events."""
+    """(events repeating an earlier one, events) of a story's answer (stories.repeated_events); an item of
+    another task has none."""
     return stories.repeated_events(answer_text) if item.task == "stories" else (0, 0)
 
 
-def is_correct(item: Item, answer_text: str) -> bool:
-    """A word problem's final number is right; a story passes the story checker."""
+def is_correct(item: Item, answer_text: str) -> bool | None:
+    """A word problem's final number is right; a story passes the story checker; None for a prompt
+    with no known answer."""
+    if item.reference is None:
+        return None
     if item.task == "stories":
         return stories.check_story(item.reference, answer_text).ok
     return word_problems.extract_answer(answer_text) == item.reference.answer

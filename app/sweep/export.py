@@ -1,0 +1,94 @@
+"""A sweep to take home: its points and every text as CSV, everything as JSON, the prompts as a file,
+and the command line that runs the same sweep (`python -m core bench`, whose `--json` rows are these).
+
+The CSV columns are the bench rows' own fields (a point's) and the per-prompt records' (a text's), in
+their order, so a measure the bench adds appears here by itself. Files are written as every download
+is (app/serving/downloads.py). No gradio here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shlex
+from pathlib import Path
+
+from app.serving.downloads import DOWNLOAD_DIR, write_download
+from app.sweep.decode import OWN_PROMPTS, TASKS, SweepParams
+
+SWEEP_FORMAT = "entropycache-sweep/1"
+SETTINGS = ("policy", "label", "tau", "k")  # the columns that say which point a line is
+LEFT_OUT = {"params", "per_prompt", "tokens"}  # in the JSON; not one cell of a spreadsheet each
+
+
+def cli_command(params: SweepParams, model: str | None, device: str) -> str:
+    """The bench command that decodes the same sweep (your prompts from the prompts download, saved as
+    prompts.txt). `model`: its --model (None: the embedded model, the default; a folder is not shown)."""
+    c = params.config
+    args = ["python", "-m", "core", "bench"]
+    if model is not None:
+        args += ["--model", model, "--device", device]
+    if params.task == OWN_PROMPTS:
+        args += ["--prompts", "prompts.txt"]
+    else:
+        task, shots = TASKS[params.task]
+        args += ["--task", task, "--n", str(params.problems)] + (["--shots", str(shots)] if shots else [])
+    args += ["--policies", "none,entropy", "--tau", ",".join(f"{t:g}" for t in params.taus),
+             "--k", ",".join(str(k) for k in params.ks), "--gen-len", str(c.gen_len), "--block", str(c.block_len)]
+    args += ["--steps", str(c.steps)] if c.steps else []
+    args += ["--threshold", f"{c.threshold:g}"] if c.threshold else []
+    args += ["--graphs", c.graphs] if c.graphs != "auto" else []
+    return shlex.join(args + ["--json", "rows.json"])
+
+
+def sweep_record(params: SweepParams, rows: list[dict], command: str) -> dict:
+    """Everything as JSON: the settings, the command, the bench rows (each with its per-prompt records)."""
+    c = params.config
+    settings = {"model": params.model, "task": params.task, "prompts": [p for _, p in params.prompts] or None,
+                "problems": params.problems if params.task != OWN_PROMPTS else None, "taus": list(params.taus),
+                "ks": list(params.ks), "gen_len": c.gen_len, "block_len": c.block_len, "steps": c.steps,
+                "threshold": c.threshold}
+    return {"format": SWEEP_FORMAT, "settings": settings, "command": command, "rows": rows}
+
+
+def points_csv(rows: list[dict]) -> str:
+    """One line per bench row: which point, then every field of the row but the per-prompt records."""
+    lines = [_settings(r) | _cells(r) for r in rows]
+    return _csv(lines)
+
+
+def texts_csv(rows: list[dict]) -> str:
+    """One line per point and prompt: which point and prompt, then every field of its per-prompt record."""
+    lines = [_settings(r) | {"prompt_index": i + 1} | _cells(p) for r in rows for i, p in enumerate(r["per_prompt"])]
+    return _csv(lines)
+
+
+def write_downloads(record: dict, folder: Path = DOWNLOAD_DIR) -> list[str]:
+    """The sweep's files, written on the server: points CSV, texts CSV, JSON, and the prompts (own ones)."""
+    rows = record["rows"]
+    paths = [write_download(points_csv(rows), "sweep-points", ".csv", folder),
+             write_download(texts_csv(rows), "sweep-texts", ".csv", folder),
+             write_download(json.dumps(record), "sweep", ".json", folder)]
+    if record["settings"]["prompts"]:
+        paths.append(write_download("\n".join(record["settings"]["prompts"]) + "\n", "sweep-prompts", ".txt", folder))
+    return [str(p) for p in paths]
+
+
+def _settings(row: dict) -> dict:
+    return {"policy": row["policy"], "label": row["label"], "tau": row["params"].get("tau"),
+            "k": row["params"].get("k")}
+
+
+def _cells(record: dict) -> dict:
+    """A record's fields as cells: lists as space-separated values, None as empty."""
+    return {key: " ".join(str(v) for v in value) if isinstance(value, list) else value
+            for key, value in record.items() if key not in LEFT_OUT and key not in SETTINGS}
+
+
+def _csv(lines: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(lines[0]) if lines else list(SETTINGS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(lines)
+    return out.getvalue()

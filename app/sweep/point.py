@@ -1,0 +1,118 @@
+"""A picked point as text: for each prompt, the exact decoder's text and the cached one side by side,
+every token where they differ marked, the first one flagged, and the steps the policy made full
+(forced at a block's start, or by entropy) as a strip of the decode's steps.
+
+Everything comes from the bench rows' per-prompt records (core/bench.py `per_prompt`): what was
+decoded is never decoded again. Token text comes from the pieces the tab kept of the model's tokenizer
+(app/widgets/text_view.py), every piece HTML-escaped: a visitor's prompt and a model's output are text.
+No gradio here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+
+CSS = """
+.ec-point-head { font-size: 15px; margin: 4px 0 8px; }
+.ec-prompt { border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; margin-bottom: 10px; }
+.ec-prompt-text { color: #444; font-style: italic; }
+.ec-pair { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; }
+.ec-col-head { font-size: 12px; color: #666; font-weight: 600; }
+.ec-diff { background: #ffd9d6; color: #000; border-radius: 3px; }
+.ec-first { outline: 2px solid #d62728; outline-offset: 1px; }
+.ec-steps { display: flex; flex-wrap: wrap; gap: 1px; margin: 4px 0; }
+.ec-steps span { display: inline-block; width: 5px; height: 12px; background: #dfe3ea; }
+.ec-steps span.ec-step-forced { background: #555; }
+.ec-steps span.ec-step-entropy { background: #d62728; }
+.ec-legend .ec-key { display: inline-block; width: 8px; height: 12px; vertical-align: middle; }
+"""
+PICK_HINT = ("Click a point of the plot (or an EntropyCache row of the table) to see its texts beside the exact "
+             "decoder's.")
+MAX_PROMPT_SHOWN = 300  # characters of a prompt shown above its texts (a 4-shot prompt is long)
+LEGEND = ('<div class="ec-legend"><span><span class="ec-tok ec-diff">word</span> differs from the other text '
+          '(same position)</span><span><span class="ec-tok ec-diff ec-first">word</span> the first token where '
+          'they part</span> steps: <span><span class="ec-key" style="background:#555"></span> full, forced '
+          '(a block\'s first)</span><span><span class="ec-key" style="background:#d62728"></span> full by '
+          'entropy</span><span><span class="ec-key" style="background:#dfe3ea"></span> partial</span></div>')
+
+
+def find_point(rows: list[dict], tau: float, k: int) -> dict | None:
+    """The EntropyCache row of (tau, k), if the sweep has one."""
+    return next((r for r in rows if r["policy"] == "entropy" and (r["params"]["tau"], r["params"]["k"]) == (tau, k)),
+                None)
+
+
+def neighbour(rows: list[dict], selected: tuple[float, int] | None, step: int) -> tuple[float, int] | None:
+    """The point `step` places along tau from `selected`, at its k (the ends stay put); with none picked, the
+    lowest tau of the first k. None when the sweep has no EntropyCache point."""
+    points = sorted((r["params"]["k"], r["params"]["tau"]) for r in rows if r["policy"] == "entropy")
+    if not points:
+        return None
+    if selected is None or (selected[1], selected[0]) not in points:
+        return points[0][1], points[0][0]
+    k = selected[1]
+    taus = [tau for kk, tau in points if kk == k]
+    i = min(max(taus.index(selected[0]) + step, 0), len(taus) - 1)
+    return taus[i], k
+
+
+def point_html(rows: list[dict], tau: float, k: int, pieces: Mapping[int, str], sep: str) -> str:
+    """The point (tau, k) of the sweep's rows, prompt by prompt, against the reference row (rows[0])."""
+    row = find_point(rows, tau, k)
+    if row is None or not rows:
+        return f'<div class="ec-point-head">This sweep has no point tau {tau:g}, k {k}.</div>'
+    prompts = row["per_prompt"]
+    same = sum(p["identical"] for p in prompts)
+    head = (f"<b>tau {tau:g}, k {k}</b>: {same} of {len(prompts)} prompt{'s' * (len(prompts) != 1)} decoded "
+            f"exactly as the exact decoder does; median first divergence {row['first_divergence_median']:g} "
+            f"tokens; agreement {row['agreement']:.3f}; speedup {row['speedup']:.2f}x.")
+    cards = [_card(i, ref, ours, tau, k, pieces, sep) for i, (ref, ours) in
+             enumerate(zip(rows[0]["per_prompt"], prompts))]
+    return f'<div class="ec-point-head">{head}</div>{LEGEND}{"".join(cards)}'
+
+
+def _card(i: int, ref: dict, ours: dict, tau: float, k: int, pieces: Mapping[int, str], sep: str) -> str:
+    first = ours["first_divergence"]
+    if ours["identical"]:
+        parted = f"the same text as the exact decoder ({len(ref['tokens'])} tokens)"
+    else:
+        parted = f"parts from the exact decoder's text at token {first} of {len(ref['tokens'])}"
+    forced, by_entropy = ours["full_steps_forced_at"], ours["full_steps_entropy_at"]
+    full = (f"full steps: {len(by_entropy)} by entropy{_at(by_entropy)}, {len(forced)} forced{_at(forced)}, "
+            f"of {ours['steps']}")
+    graded = "" if ours["correct"] is None else f"; graded {'pass' if ours['correct'] else 'fail'} (the task's check)"
+    shown = ours["prompt"] if len(ours["prompt"]) <= MAX_PROMPT_SHOWN else "..." + ours["prompt"][-MAX_PROMPT_SHOWN:]
+    return (f'<div class="ec-prompt" id="sweep-prompt-{i + 1}"><div><b>Prompt {i + 1}</b>: '
+            f'<span class="ec-prompt-text">{html.escape(shown)}</span></div>'
+            f'<div class="ec-legend">{parted}; agreement {ours["agreement"]:.3f}; {full}{graded}</div>'
+            f'{_steps(ours)}<div class="ec-pair">'
+            f'{_column("exact decoder", ref["tokens"], ours["tokens"], first, pieces, sep)}'
+            f'{_column(f"EntropyCache tau {tau:g}, k {k}", ours["tokens"], ref["tokens"], first, pieces, sep)}'
+            "</div></div>")
+
+
+def _at(steps: list[int]) -> str:
+    if not steps:
+        return ""
+    shown = ", ".join(str(s) for s in steps[:12]) + (", ..." if len(steps) > 12 else "")
+    return f" (step{'s' * (len(steps) != 1)} {shown})"
+
+
+def _steps(record: dict) -> str:
+    """One cell per step of the cached decode: forced full, full by entropy, or partial."""
+    kinds = dict.fromkeys(record["full_steps_forced_at"], "ec-step-forced")
+    kinds.update(dict.fromkeys(record["full_steps_entropy_at"], "ec-step-entropy"))
+    cells = "".join(f'<span class="{kinds.get(s, "")}" title="step {s}"></span>' for s in range(record["steps"]))
+    return f'<div class="ec-steps">{cells}</div>'
+
+
+def _column(title: str, tokens: list[int], other: list[int], first: int, pieces: Mapping[int, str], sep: str) -> str:
+    """A text as tokens, each one that differs from `other` at its position marked (`first` flagged)."""
+    spans = []
+    for i, token in enumerate(tokens):
+        differs = i >= len(other) or other[i] != token
+        classes = "ec-tok" + (" ec-diff" if differs else "") + (" ec-first" if differs and i == first else "")
+        spans.append(f'<span class="{classes}" title="token {i}">{html.escape(pieces.get(token, "?"))}</span>')
+    body = sep.join(spans) or '<span class="ec-end">(no text)</span>'
+    return f'<div><div class="ec-col-head">{html.escape(title)}</div><div class="ec-text">{body}</div></div>'
