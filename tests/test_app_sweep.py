@@ -219,6 +219,17 @@ def test_progress_bar_shows_decodes_and_problems() -> None:
 # ---- the sweep itself, against core.bench -----------------------------------------------------------
 
 
+def test_a_sweep_of_stories_decodes_them_as_the_model_declares(registry) -> None:
+    """The embedded model samples its stories (temperature 0.7, its config.json): a sweep of held-out
+    stories does too, as `bench --task stories` would; word problems and your own prompts stay greedy."""
+    model, _ = registry.get(EMBEDDED_LABEL)
+    stories = parse_sweep(**sweep_args(task="stories"), models=registry.labels)
+    assert stories.config.temperature == 0.0 and stories.decode_config(model.config).temperature == 0.7
+    assert stories.decode_config(model.config).gen_len == stories.config.gen_len  # the sweep's own controls stay
+    words = parse_sweep(**sweep_args(), models=registry.labels)
+    assert words.decode_config(model.config) == words.config
+
+
 def test_streamed_sweep_ends_on_the_rows_core_bench_gives_for_the_same_settings(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     params = parse_sweep(**sweep_args(), models=registry.labels)

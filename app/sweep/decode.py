@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
@@ -33,7 +33,9 @@ PROBLEMS = Control.of(Param("problems", int, 6, low=1, high=MAX_PROBLEMS, label=
                             help="held-out prompts of the task, each decoded at every setting"))
 DEFAULT_TAUS = "0.1, 0.5, 1, 2, 4"  # across the stories' knee (docs/BENCHMARKS.md)
 DEFAULT_KS = "2"
-DECODING = ("gen_len", "block_len", "steps", "threshold")  # the decode controls a sweep takes; it decodes greedily
+# The decode controls a sweep takes. It decodes greedily but where its model declares other settings for
+# the task of its held-out items (ModelConfig.task_settings: the embedded model samples its stories).
+DECODING = ("gen_len", "block_len", "steps", "threshold")
 # What a visitor picks -> (core.tasks task, worked examples before each problem). Stories first: they
 # have real choices, so tau changes what is recomputed; word problems are nearly certain everywhere.
 TASKS = {"stories": ("stories", 0), "word problems": ("words", 0), "word problems, 4-shot": ("words", 4)}
@@ -48,7 +50,7 @@ class SweepParams:
     taus: tuple[float, ...]
     ks: tuple[int, ...]
     problems: int  # held-out items of a task
-    config: DecodeConfig  # greedy decoding, as the bench measures it
+    config: DecodeConfig  # from the sweep's controls (decode_config says how the model's declared settings join)
     prompts: tuple[tuple[int, str], ...] = ()  # OWN_PROMPTS: (line, prompt) for each line that is not blank
 
     def items(self) -> list[Item]:
@@ -66,10 +68,19 @@ class SweepParams:
         """How a message names the sweep's i-th prompt (from 0)."""
         return f"Line {self.prompts[i][0]} of your prompts" if self.task == OWN_PROMPTS else f"Held-out prompt {i + 1}"
 
+    def decode_config(self, model_config) -> DecodeConfig:
+        """The sweep's settings, with what the model declares for its held-out items' task where the
+        sweep has no control of its own (as `bench --task` decodes them); your prompts as they are."""
+        if self.task == OWN_PROMPTS:
+            return self.config
+        declared = model_config.task_settings.get(TASKS[self.task][0], {})
+        return replace(self.config, **{key: value for key, value in declared.items() if key not in DECODING})
+
     def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
         """The sweep's progress after each decode (plain data: core.bench.Progress), as the tab runner's
         Job. Stops between two decodes once should_stop() is true."""
-        for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), self.config):
+        config = self.decode_config(model.config)
+        for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), config):
             yield progress
             if should_stop():
                 return
