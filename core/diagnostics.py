@@ -189,10 +189,10 @@ def staleness_curve(pairs: list[StepPair]) -> dict[int, float]:
 
 
 def verdict(link: dict) -> str:
-    """How a Spearman correlation reads, in words (n/a below 8 pairs)."""
-    rho = link["spearman"]
-    if link["n"] < 8 or math.isnan(rho):
+    """How a Spearman correlation reads, in words (n/a below 8 pairs), judged as it is shown: to 2 places."""
+    if link["n"] < 8 or math.isnan(link["spearman"]):
         return "cannot yet say whether it tracks"
+    rho = round(link["spearman"], 2)
     if rho >= 0.3:
         return "tracks"
     if rho >= 0.1:

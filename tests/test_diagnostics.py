@@ -150,8 +150,8 @@ def test_links_curve_and_sentence_by_hand():
                                 "staleness_elsewhere": pytest.approx(0.03)}
     assert "cannot yet say" in analysis["summary"]  # 2 pairs: too few to say
     link = {"n": 20, "spearman": 0.34}
-    assert [verdict({**link, "spearman": r}) for r in (0.34, 0.17, 0.02, -0.2)] == [
-        "tracks", "weakly tracks", "does not track", "runs against"]
+    assert [verdict({**link, "spearman": r}) for r in (0.34, 0.2996, 0.17, 0.02, -0.2)] == [
+        "tracks", "tracks", "weakly tracks", "does not track", "runs against"]  # 0.2996 is shown as +0.30
     split = {"recomputed_unmarked": {"n": 40, "spearman": 0.34}, "reused_unmarked": {"n": 40, "spearman": -0.01},
              "change_unmarked": {"n": 50, "spearman": 0.3}}
     assert what_holds(split) == (
