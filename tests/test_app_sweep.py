@@ -256,6 +256,7 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert isinstance(fig, go.Figure) and isinstance(result, SweepResult) and len(files) == 3
     assert isinstance(table, pd.DataFrame) and list(table.columns) == TABLE_HEADERS
     assert list(table["policy"]) == ["none", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
+    assert list(table["repeats"]) == ["-"] * 3  # word problems: no story events to repeat
     assert "Sweep done: 2 prompts" in banner and "python -m core bench --task words --n 2 --policies" in banner
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], result.params.config)
