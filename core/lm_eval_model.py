@@ -8,20 +8,30 @@ Model args: `pretrained` (a checkpoint folder, a hub id, 'llada', 'dream'; defau
 model), `policy` (default entropy) and that policy's own parameters (tau, k, ...), `baseline` (a
 second policy decoded on every request too, e.g. none: the speed summary then has its speedup over
 it, from one interleaved run), the decode settings (gen_len, block_len, steps, threshold,
-temperature, seed; lengths default to the model's), `graphs` (auto, on, off: core/passes.py), device
-and dtype. Every arg is checked before
-the weights load. lm-eval's batch_size is accepted and ignored: requests decode one at a time.
+temperature, seed; lengths default to the model's), `graphs` (auto, on, off: core/passes.py), device,
+dtype and device_map (auto: one model spread over the machine's GPUs, one process only). Every arg is
+checked before the weights load. lm-eval's batch_size is accepted and ignored: requests decode one at
+a time.
+
+Under `accelerate launch` or `torchrun` every process loads the whole model on its own device
+(cuda:LOCAL_RANK; on the CPU, its share of the cores) and lm-eval shards the requests over them
+(core/lm_eval_ranks.py); the speed summary is gathered from every rank and merged on rank 0, which
+alone prints it and writes the results, each request once with the rank that decoded it.
 
 Generation follows LLaDA's and Fast-dLLM's own evaluation: the whole canvas of gen_len tokens is
 decoded, then the text is cut at the first of the request's stop sequences (`until`); the task's
-max_gen_toks is not used, gen_len is. Only generation tasks run: loglikelihood requests raise.
+max_gen_toks is not used, gen_len is. Only generation tasks run: the command line refuses a task
+that asks for likelihoods before anything loads, and such requests raise.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,11 +39,13 @@ import torch
 from lm_eval.__main__ import cli_evaluate
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
+from lm_eval.tasks import TaskManager
 from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
 from core.decoder import DecodeConfig, generate
 from core.events import Totals
+from core.lm_eval_ranks import Launch, check_launch, join
 from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
 from core.passes import check_graphs
 from core.policies import POLICIES, make_policy
@@ -43,6 +55,7 @@ GENERATION_ONLY = (
     "the entropycache model runs generation tasks only (generate_until, e.g. gsm8k, minerva_math, humaneval, "
     "bbh_cot_fewshot); {kind} requests need a likelihood a masked diffusion LM does not give exactly"
 )
+LIKELIHOOD_TYPES = ("loglikelihood", "loglikelihood_rolling", "multiple_choice")
 
 
 @dataclass
@@ -57,8 +70,22 @@ class SpeedLog:
         self.totals[policy] += totals
         self.requests.append(record)
 
+    @classmethod
+    def merged(cls, logs: list[SpeedLog]) -> SpeedLog:
+        """Every rank's log as one: totals summed, records in the order of the task's documents (each
+        request's policy before its baseline, as its rank decoded them), whichever rank decoded them."""
+        out = cls()
+        for log in logs:
+            for policy, totals in log.totals.items():
+                out.totals.setdefault(policy, Totals())
+                out.totals[policy] += totals
+            out.requests += log.requests
+        out.requests.sort(key=lambda r: (str(r.get("task")), -1 if r.get("doc_id") is None else r["doc_id"]))
+        return out
+
     def summary(self, policy: str, baseline: str | None) -> dict:
-        """tokens/s, full-step and rows fractions, decision overhead; the speedup over the baseline if run."""
+        """tokens/s, full-step and rows fractions, decision overhead; the speedup over the baseline if run.
+        With several ranks the seconds are summed over them: tokens/s is per device, not the run's."""
         t = self.totals.get(policy, Totals())
         out = {
             "requests": sum(r["policy"] == policy for r in self.requests),
@@ -84,7 +111,7 @@ def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
     for name in (policy, baseline):
         if name is not None and name not in POLICIES:
             raise ValueError(f"unknown policy {name!r}; choose from {', '.join(sorted(POLICIES))}")
-    loading = {k: args.pop(k) for k in ("pretrained", "device", "dtype") if k in args}
+    loading = {k: args.pop(k) for k in ("pretrained", "device", "dtype", "device_map") if k in args}
     for k in ("batch_size", "max_batch_size"):  # lm-eval's own; requests decode one at a time
         args.pop(k, None)
     settings = {k: p.check(args.pop(k)) for k, p in DECODE_ARGS.items() if k in args and args[k] is not None}
@@ -94,11 +121,13 @@ def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
     unknown = sorted(set(args) - own)
     if unknown:
         allowed = ", ".join([*DECODE_ARGS, "graphs", "pretrained", "policy", "baseline", "device", "dtype",
-                             *sorted(own)])
+                             "device_map", *sorted(own)])
         raise ValueError(f"unknown model arg {unknown[0]!r} for policy {policy!r}; allowed: {allowed}")
     make_policy(policy, **args)  # checks the values against the policy's declarations
     if loading.get("dtype") not in (None, "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype must be float32, bfloat16 or float16, got {loading['dtype']!r}")
+    if loading.get("device_map") not in (None, "auto"):
+        raise ValueError(f"device_map must be auto, got {loading['device_map']!r}")
     return policy, args, baseline, settings, loading
 
 
@@ -109,15 +138,21 @@ class EntropyCacheLM(LM):
     def __init__(self, **model_args: object) -> None:
         super().__init__()
         self.policy, self.params, self.baseline, settings, loading = parse_model_args(model_args)
-        device = str(loading.get("device") or "cpu")
+        device, device_map = str(loading.get("device") or "cpu"), loading.get("device_map")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {device} was asked for (lm-eval's --device defaults to cuda:0), but this "
                              "machine has no CUDA GPU: pass --device cpu")
+        launch = Launch.from_env()
+        check_launch(launch, device, device_map)
         folder = resolve(loading.get("pretrained"))  # a hub id is fetched (or refused offline) before loading
         cfg, _, _ = read_config(folder)
         self.config = DecodeConfig.for_model(cfg, **settings)
+        self.accelerator, device = join(launch, device)
+        if self.accelerator is not None:
+            self._rank, self._world_size = self.accelerator.process_index, self.accelerator.num_processes
         dtype = loading.get("dtype")
-        self.model, self.tokenizer = load_model(folder, device=device, dtype=getattr(torch, dtype) if dtype else None)
+        self.model, self.tokenizer = load_model(folder, device=device, dtype=getattr(torch, dtype) if dtype else None,
+                                                device_map=device_map)
         self._device = self.model.embed.weight.device
         self._chat_ids: dict[str, list[int]] = {}  # rendered chat prompt -> its ids, the contents kept as text
         self.speed = SpeedLog()
@@ -137,14 +172,23 @@ class EntropyCacheLM(LM):
         return cls(**arg_dict, **extra)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        out = []
-        for request in tqdm(requests, desc="entropycache", disable=disable_tqdm):
+        """Each request decoded by the policy (then by the baseline, on the same rank). lm-eval gives a
+        rank with fewer requests than another copies of its last one, so that every rank answers as
+        many; a copy past the request's own `repeats` is such a pad and gets the answer already decoded."""
+        out, answered, seen = [], {}, Counter()
+        for request in tqdm(requests, desc="entropycache", disable=disable_tqdm or self.rank != 0):
+            seen[id(request)] += 1
+            if seen[id(request)] > (request.repeats or 1):
+                out.append(answered[id(request)])
+                continue
             context, gen_kwargs = request.args
             ids = self.prompt_ids(context)
-            text = self._decode(ids, self.policy, self.params)
+            where = {"task": request.task_name, "doc_id": request.doc_id, "rank": self.rank}
+            text = self._decode(ids, self.policy, self.params, where)
             if self.baseline is not None:
-                self._decode(ids, self.baseline, {})
-            out.append(cut_at_stop(text, gen_kwargs.get("until")))
+                self._decode(ids, self.baseline, {}, where)
+            answered[id(request)] = cut_at_stop(text, gen_kwargs.get("until"))
+            out.append(answered[id(request)])
         return out
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
@@ -152,6 +196,22 @@ class EntropyCacheLM(LM):
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
         raise NotImplementedError(GENERATION_ONLY.format(kind="loglikelihood_rolling"))
+
+    # lm-eval's collectives between ranks, as its own HF model has them (lm_eval/models/huggingface.py)
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor if self.world_size == 1 else self.accelerator.gather(tensor)
+
+    def gather_object(self, obj: object, dst: int = 0) -> list | None:
+        if self.world_size == 1:
+            return [obj]
+        gathered = [None] * self.world_size if self.rank == dst else None
+        torch.distributed.gather_object(obj=obj, object_gather_list=gathered, dst=dst)
+        return gathered
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            self.accelerator.wait_for_everyone()
 
     @property
     def tokenizer_name(self) -> str:
@@ -181,26 +241,34 @@ class EntropyCacheLM(LM):
             raise UnknownWordsError(unknown, len(self.tokenizer))
         return text_ids(self.tokenizer, context, split_special_tokens=True)
 
-    def _decode(self, ids: list[int], policy: str, params: dict) -> str:
+    def _decode(self, ids: list[int], policy: str, params: dict, where: dict) -> str:
         last = generate(self.model, ids, make_policy(policy, **params), self.config)
         t = last.totals
-        self.speed.add(policy, t, {"policy": policy, "prompt_tokens": len(ids), "decode_s": t.compute_s,
+        self.speed.add(policy, t, {"policy": policy, **where, "prompt_tokens": len(ids), "decode_s": t.compute_s,
                                    "steps": t.steps, "full_steps": t.full_steps, "rows_computed": t.rows_computed,
                                    "rows_full": t.rows_full, "tokens": t.tokens})
         return answer_text(self.tokenizer, last)
 
-    def speed_summary(self) -> dict:
-        """The run's speed, per policy decoded: what `python -m core lm-eval` adds to the results JSON."""
+    def gathered_speed(self) -> SpeedLog | None:
+        """Every rank's speed log merged, on rank 0 (None on the others). A collective: every rank calls it,
+        once lm-eval is done."""
+        logs = self.gather_object(self.speed, dst=0)
+        return SpeedLog.merged(logs) if self.rank == 0 else None
+
+    def speed_summary(self, speed: SpeedLog | None = None) -> dict:
+        """The run's speed, per policy decoded (from `speed`, by default this process's): what `python -m
+        core lm-eval` adds to the results JSON."""
+        speed = self.speed if speed is None else speed
         label = make_policy(self.policy, **self.params).describe()
-        out = {"policy": label, "config": asdict(self.config), **self.speed.summary(self.policy, self.baseline)}
+        out = {"policy": label, "config": asdict(self.config), "processes": self.world_size,
+               **speed.summary(self.policy, self.baseline)}
         if self.baseline is not None:
-            out["baseline"] = {"policy": make_policy(self.baseline).describe(),
-                               **self.speed.summary(self.baseline, None)}
-        out["per_request"] = self.speed.requests
+            out["baseline"] = {"policy": make_policy(self.baseline).describe(), **speed.summary(self.baseline, None)}
+        out["per_request"] = speed.requests
         return out
 
-    def speed_table(self) -> str:
-        s = self.speed_summary()
+    def speed_table(self, speed: SpeedLog | None = None) -> str:
+        s = self.speed_summary(speed)
         rows = [(s["policy"], s)] + ([(s["baseline"]["policy"], s["baseline"])] if "baseline" in s else [])
         lines = ["| policy | requests | tokens/s | full steps | rows computed | decision overhead | speedup |",
                  "|---|---|---|---|---|---|---|"]
@@ -234,25 +302,84 @@ def render_chat(tokenizer, messages: list[dict[str, str]], add_generation_prompt
 
 
 def run_cli(argv: list[str]) -> int:
-    """lm-eval's own command line with `entropycache` registered; then the speed summary, printed
-    after lm-eval's accuracy table and added to the results JSON it wrote (key `entropycache_speed`)."""
+    """lm-eval's own command line with `entropycache` registered; then the speed summary, gathered from
+    every rank, printed after lm-eval's accuracy table and added to the results JSON it wrote (key
+    `entropycache_speed`), by rank 0 alone."""
+    refuse_likelihood_tasks(argv)
     started = time.time()
+    EntropyCacheLM.last = None
     saved, sys.argv = sys.argv, ["lm-eval", *argv]
     try:
         cli_evaluate()
     finally:
         sys.argv = saved
     lm = EntropyCacheLM.last
-    if lm is None or not lm.speed.requests:
+    if lm is None:
         return 0
-    print("entropycache speed:\n" + lm.speed_table())
-    summary = lm.speed_summary()
+    speed = lm.gathered_speed()
+    if lm.accelerator is not None:
+        lm.accelerator.end_training()  # leaves the process group (torch warns at exit otherwise)
+    if speed is None or not speed.requests:
+        return 0
+    print("entropycache speed:\n" + lm.speed_table(speed))
+    summary = lm.speed_summary(speed)
     for results in _results_written(argv, started):
         data = json.loads(results.read_text())
         data["entropycache_speed"] = summary
         results.write_text(json.dumps(data, indent=2, default=str))
         print(f"speed summary added to {results}")
     return 0
+
+
+def refuse_likelihood_tasks(argv: list[str]) -> None:
+    """A ValueError if lm-eval's arguments run model `entropycache` on any task that asks for
+    likelihoods: lm-eval builds the model before its tasks and runs request types in the order the
+    tasks come, so a likelihood task would otherwise fail after the weights load, or after hours of
+    generation for the tasks before it."""
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--model", "-M")
+    ap.add_argument("--tasks", "-t", nargs="+", default=[])
+    ap.add_argument("--include_path")
+    args, _ = ap.parse_known_args(argv)
+    names = [name for arg in args.tasks for name in arg.split(",") if name]
+    if args.model != "entropycache" or not names:
+        return
+    # Indexing lm-eval's own thousands of task files takes seconds: a run of tasks of one's own folder skips it.
+    own = TaskManager(include_path=args.include_path, include_defaults=False) if args.include_path else None
+    found, unknown = likelihood_tasks(own.task_index if own else {}, names)
+    if unknown:
+        found, _ = likelihood_tasks(TaskManager(include_path=args.include_path).task_index, names)
+    if found:
+        listed = ", ".join(f"{name} ({kind})" for name, kind in list(found.items())[:4])
+        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+        kinds = "/".join(sorted(set(found.values())))
+        raise ValueError(f"{GENERATION_ONLY.format(kind=kinds)}: --tasks holds {listed}{more}")
+
+
+def likelihood_tasks(index: Mapping, names: list[str]) -> tuple[dict[str, str], list[str]]:
+    """({task: its output type} for the tasks among `names`, groups and tags opened, that ask for
+    likelihoods, as lm-eval's task index declares them; the names the index does not hold). No task is
+    built (building one loads its data); what the index leaves unsaid (a Python task, a type a group
+    sets) passes, and its requests raise later."""
+    found, unknown, todo, seen = {}, [], list(reversed(names)), set()
+    while todo:
+        name = todo.pop()
+        if not isinstance(name, str) or name in seen:
+            continue
+        seen.add(name)
+        entry = index.get(name)
+        if entry is None:
+            unknown.append(name)
+            continue
+        cfg = entry.cfg or {}
+        if entry.kind.name == "TAG":
+            todo += sorted(entry.tags, reverse=True)
+        elif entry.kind.name == "GROUP":
+            members = cfg.get("task") if isinstance(cfg.get("task"), list) else []
+            todo += [m.get("task", m.get("group")) if isinstance(m, dict) else m for m in reversed(members)]
+        elif cfg.get("output_type") in LIKELIHOOD_TYPES:
+            found[name] = cfg["output_type"]
+    return found, unknown
 
 
 def _results_written(argv: list[str], since: float) -> list[Path]:

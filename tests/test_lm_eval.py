@@ -5,25 +5,31 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("lm_eval")  # requirements-eval.txt; the test command installs it
 
 from lm_eval import simple_evaluate  # noqa: E402
+from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 from core.bench import Contender, run_bench  # noqa: E402
 from core.cli import main  # noqa: E402
 from core.decoder import DecodeConfig  # noqa: E402
 from core.lm_eval_model import EntropyCacheLM, cut_at_stop, parse_model_args, render_chat  # noqa: E402
+from core.lm_eval_ranks import Launch, cpu_threads  # noqa: E402
 from core.loading import chat_prompt_ids, load_model  # noqa: E402
 from core.tasks import held_out  # noqa: E402
 from core.tasks.lm_eval_export import write_task  # noqa: E402
 
 GEN = {"gen_len": 64, "block_len": 32}
 METRIC = "exact_match,final_number"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -132,3 +138,94 @@ def test_a_chat_prompts_contents_stay_text() -> None:
     sneaky = [{"role": "user", "content": "<|mask|>"}]
     _, ids = render_chat(tokenizer, sneaky, add_generation_prompt=True)
     assert tokenizer.mask_token_id not in ids  # written as characters, never the mask token
+
+
+def lm_eval_args(task_dir: Path, task: str, out: Path, model_args: str) -> list[str]:
+    return ["--model", "entropycache", "--model_args", model_args, "--device", "cpu", "--include_path", str(task_dir),
+            "--tasks", task, "--apply_chat_template", "--fewshot_as_multiturn", "false", "--output_path", str(out),
+            "--log_samples"]
+
+
+def written(out: Path) -> tuple[dict, dict[int, dict]]:
+    """(the results JSON, the logged samples by document) that lm-eval wrote under --output_path."""
+    (results,) = out.rglob("results_*.json")
+    (samples,) = out.rglob("samples_*.jsonl")
+    docs = [json.loads(line) for line in samples.read_text().splitlines()]
+    return json.loads(results.read_text()), {d["doc_id"]: d for d in docs}
+
+
+def test_two_processes_answer_and_score_what_one_does(tmp_path) -> None:
+    task = write_task(tmp_path / "task", 8, 0)
+    # One process, on as many threads as each of the two ranks gets, so that every sum runs in the same order.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cpu_threads(Launch(world_size=2, local_world_size=2)))
+    try:
+        args = lm_eval_args(tmp_path / "task", task, tmp_path / "one", "policy=entropy,gen_len=64")
+        assert main(["lm-eval", *args]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    args = lm_eval_args(tmp_path / "task", task, tmp_path / "two", "policy=entropy,baseline=none,gen_len=64")
+    done = subprocess.run([*launcher, "-m", "core", "lm-eval", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("entropycache speed:") == 1  # rank 0 alone prints it
+
+    one, one_docs = written(tmp_path / "one")
+    two, two_docs = written(tmp_path / "two")
+    assert two["results"][task][METRIC] == one["results"][task][METRIC]
+    assert sorted(two_docs) == sorted(one_docs) == list(range(8))
+    for doc_id, doc in one_docs.items():
+        assert two_docs[doc_id]["resps"] == doc["resps"] and two_docs[doc_id]["filtered_resps"] == doc["filtered_resps"]
+
+    speed = two["entropycache_speed"]
+    assert speed["processes"] == 2 and speed["requests"] == 8 and speed["baseline"]["requests"] == 8
+    records = speed["per_request"]
+    assert [(r["doc_id"], r["policy"]) for r in records] == [(d, p) for d in range(8) for p in ("entropy", "none")]
+    assert [r["rank"] for r in records] == [d % 2 for d in range(8) for _ in "ab"]  # lm-eval's shards: i on i % 2
+    # Each rank decoded the very steps the single process did.
+    alone = {r["doc_id"]: r for r in one["entropycache_speed"]["per_request"]}
+    for r in records[::2]:
+        assert {k: r[k] for k in ("steps", "full_steps", "rows_computed", "tokens")} == \
+            {k: alone[r["doc_id"]][k] for k in ("steps", "full_steps", "rows_computed", "tokens")}
+
+
+def test_lm_evals_padding_of_a_short_rank_is_not_decoded_again() -> None:
+    lm = EntropyCacheLM(device="cpu", policy="none", gen_len=32)
+    first, second = (Instance("generate_until", {}, (item.prompt, {"until": ["question :"]}), 0, ("t", i, 1))
+                     for i, item in enumerate(held_out("words", 2, 0)))
+    # lm-eval pads a rank with fewer requests with copies of its last one, past that request's repeats.
+    answers = lm.generate_until([first, second, second, second])
+    assert answers[2] == answers[3] == answers[1] != answers[0]
+    assert [(r["task"], r["doc_id"], r["rank"]) for r in lm.speed.requests] == [("t", 0, 0), ("t", 1, 0)]
+    twice = Instance("generate_until", {}, first.arguments, 0, ("t", 0, 2))
+    lm.generate_until([twice, twice])  # a task's own repeats are each decoded
+    assert len(lm.speed.requests) == 4
+
+
+def test_set_ups_that_cannot_work_are_refused_before_any_weights_load(tmp_path, monkeypatch, capsys) -> None:
+    import core.lm_eval_model as adapter
+    import core.lm_eval_ranks as ranks
+
+    monkeypatch.setattr(adapter, "load_model", lambda *a, **k: pytest.fail("weights loaded"))
+    monkeypatch.setattr(ranks, "Accelerator", lambda *a, **k: pytest.fail("a process group started"))
+    task = write_task(tmp_path, 2, 0)
+    code = main(["lm-eval", *lm_eval_args(tmp_path, f"{task},ai2_arc,mmlu", tmp_path / "out", "policy=entropy")])
+    assert code == 2
+    assert re.search(r"generation tasks only .*; multiple_choice requests need a likelihood .*: --tasks holds "
+                     r"arc_challenge \(multiple_choice\), arc_easy \(multiple_choice\), mmlu_\w+ \(multiple_choice\), "
+                     r"mmlu_\w+ \(multiple_choice\) and 55 more$", capsys.readouterr().err.strip())
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun and accelerate launch set it for each process
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="device_map=auto spreads one model over every GPU of the machine, and "
+                                         "there are 2 processes"):
+        EntropyCacheLM(device="cpu", device_map="auto")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match=re.escape("2 processes on this machine but 1 CUDA GPU(s) visible: each "
+                                                   "process decodes on its own GPU (cuda:LOCAL_RANK), so launch at "
+                                                   "most 1 (accelerate launch --num_processes 1)")):
+        EntropyCacheLM(device="cuda")
+    with pytest.raises(ValueError, match="device_map must be auto, got 'balanced'"):
+        EntropyCacheLM(device="cpu", device_map="balanced")
