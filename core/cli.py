@@ -160,6 +160,12 @@ def read_prompts(path: str) -> list[tuple[int, str]]:
     return lines
 
 
+def bench_task(args: argparse.Namespace) -> str | None:
+    """The held-out task a bench decodes (words unless --task says; none for --prompts): whose settings
+    the model declares (ModelConfig.task_settings) apply. mix decodes both tasks with one config."""
+    return None if args.prompts is not None else args.task or "words"
+
+
 def bench_items(args: argparse.Namespace) -> tuple[dict, list[str]]:
     """The bench's items: {shots: held-out items} (one bench per count), or {None: the --prompts file's
     prompts}; and how a message names each prompt."""
@@ -168,7 +174,7 @@ def bench_items(args: argparse.Namespace) -> tuple[dict, list[str]]:
         if not 1 <= n <= 1000:
             raise ValueError(f"--n must be in [1, 1000], got {n}")
         shots = _int_list(args.shots or "0", "--shots", 0)  # a list: one bench per count (a context sweep)
-        return {k: held_out(args.task or "words", n, k) for k in shots}, []
+        return {k: held_out(bench_task(args), n, k) for k in shots}, []
     given = [flag for flag in ("task", "n", "shots") if getattr(args, flag) is not None]
     if given:
         raise ValueError(f"--prompts decodes the file's prompts: leave out --{', --'.join(given)}")
@@ -237,23 +243,24 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if (row_counts or args.drift) and len(shots) > 1:
         raise ValueError("--shots takes one count with --forward-rows or --drift")
     model, tokenizer = _load(args)
-    config = DecodeConfig.for_model(model.config, task=args.task, **settings)  # a task's declared settings
+    task = bench_task(args)
+    config = DecodeConfig.for_model(model.config, task=task, **settings)  # with the task's declared settings
     if row_counts:
         _print_forward_costs(model, args.length, row_counts)
     elif args.drift:
         c = contenders[0]
         report = drift_report(model, tokenizer, [item.prompt for item in items[shots[0]]], c.policy, c.params, config)
-        print(f"policy: {c.label}, {args.task}")
+        print(f"policy: {c.label}, {task or 'your prompts'}")
         print(format_drift(report))
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps({"policy": c.label, "task": args.task, **report}, indent=1) + "\n")
+            Path(args.json).write_text(json.dumps({"policy": c.label, "task": task, **report}, indent=1) + "\n")
     else:
         rows = []
         for k, some in items.items():  # one interleaved bench per context length
             result = run_bench(model, tokenizer, some, contenders, config, warmup=args.warmup)
             if len(items) > 1:
-                print(f"{args.task or 'words'}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
+                print(f"{task}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
             print(format_table(result))
             if captured := sum(row["capture_s"] for row in result):
                 print(f"CUDA graphs captured in {captured:.2f}s in all (in no decode's time)")
@@ -323,7 +330,9 @@ def parser() -> argparse.ArgumentParser:
                                 "alike. The first policy is the reference for agreement, speedup and ceiling.")
     bench.add_argument("--policies", default=",".join(TABLE_ORDER),
                        help="comma list; the first is the reference")
-    bench.add_argument("--task", default=None, choices=TASKS, help="held-out items of this task (default: words)")
+    bench.add_argument("--task", default=None, choices=TASKS, help="held-out items of this task (default: words), "
+                       "decoded with what the model declares for it (stories: temperature 0.7 for the embedded "
+                       "model); mix decodes both tasks with one config")
     bench.add_argument("--shots", default=None, help="worked examples before each word problem (k-shot; default "
                        "0); a comma list, e.g. 0,2,4,8, runs one bench per count (a context sweep)")
     bench.add_argument("--n", type=int, default=None, help="held-out items (default: 50)")
@@ -332,7 +341,8 @@ def parser() -> argparse.ArgumentParser:
                        "a row has no accuracy then, and agreement and first divergence with the first policy")
     bench.add_argument("--warmup", type=int, default=1)
     bench.add_argument("--json", default=None, help="write the result rows here, each with what it decoded "
-                       "for every prompt (per_prompt: text, tokens, first divergence, full steps)")
+                       "for every prompt (per_prompt: text, tokens, first divergence, full steps); with "
+                       "--drift, the drift report")
     bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 601,18,2")
     bench.add_argument("--length", type=int, default=601,
                        help="cache length for --forward-rows (default: a 4-shot prompt + gen 256)")

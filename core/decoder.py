@@ -83,9 +83,10 @@ class DecodeConfig:
         what it declares for that task (ModelConfig.task_settings); `settings` are the other fields, given
         explicitly. The CLI, bench and app use it."""
         declared = model_config.task_settings.get(task, {}) if task else {}
-        unknown = sorted(set(declared) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"the model's task_settings for {task!r} name no decode setting: {', '.join(unknown)}")
+        unknown = sorted(set(declared) - {f.name for f in fields(cls)} | {"gen_len", "block_len"} & set(declared))
+        if unknown:  # the lengths are the model's own (ModelConfig.gen_len, block_len), whatever the task
+            raise ValueError(f"the model's task_settings for {task!r} name no decode setting it may declare: "
+                             f"{', '.join(unknown)}")
         return cls(
             gen_len=model_config.gen_len if gen_len is None else gen_len,
             block_len=model_config.block_len if block_len is None else block_len,

@@ -36,8 +36,9 @@ from core.policies import StepContext, make_policy
 
 
 class Probe:
-    """A decode hook: fresh K/V of every row at the start of each step, against the cache (drift) and
-    against the fresh K/V of the step before (volatility). One per decode."""
+    """A decode hook: fresh K/V of every row at the start of each step, against the cache (its
+    staleness: drift_cos, drift_l2) and against the fresh K/V of the step before (drift as the paper
+    means it, kv_change; and volatility, by steps since unmasking). One per decode."""
 
     def __init__(self, model: DiffusionTransformer) -> None:
         self.model = model
@@ -135,7 +136,7 @@ class StepPair:
     recomputed: float | None  # mean change of the rows step t computes; None: step t is full (every row)
     reused: float | None  # of the rows it reuses from the cache
     staleness: float  # the cache against the fresh K/V: relative L2, mean over layers
-    since_full: int  # steps since the cache was last rewritten in full (1: step t-1 was full)
+    since_full: int | None  # steps since the cache was last rewritten in full (1: step t-1 was); None: never
     tail: bool  # an end-of-text was decoded before step t
     block_start: bool  # step t opens a block
 
@@ -157,7 +158,7 @@ def step_pairs(events: list, eos_ids: tuple[int, ...] | set[int]) -> list[StepPa
             recomputed = _mean([change[i] for i in sorted(rows)])
             reused = _mean([c for i, c in enumerate(change) if i not in rows])
         pairs.append(StepPair(event.step, before.max_entropy, _mean(change), recomputed, reused,
-                              _mean(event.drift_l2), event.step - last_full if last_full is not None else event.step,
+                              _mean(event.drift_l2), None if last_full is None else event.step - last_full,
                               any(t in eos for t in before.tokens), event.block != before.block))
     return pairs
 
@@ -182,7 +183,7 @@ def staleness_curve(pairs: list[StepPair]) -> dict[int, float]:
     sums: dict[int, float] = defaultdict(float)
     counts: dict[int, int] = defaultdict(int)
     for p in pairs:
-        if not p.marked:
+        if not p.marked and p.since_full is not None:
             sums[p.since_full] += p.staleness
             counts[p.since_full] += 1
     return {k: sums[k] / counts[k] for k in sorted(sums)}
@@ -201,9 +202,12 @@ def verdict(link: dict) -> str:
 
 
 def what_holds(found: dict) -> str:
-    """One sentence on the measurements in `found` (links of unmarked pairs): what entropy predicts here."""
+    """One sentence on the measurements in `found` (links of unmarked pairs): what entropy predicts here.
+    Split by rows where the policy takes partial steps at all (as the scatter is)."""
     recomputed, reused, change = found["recomputed_unmarked"], found["reused_unmarked"], found["change_unmarked"]
-    if reused["n"] == 0:  # every step full (the exact decoder): no split
+    if change["n"] < 8:
+        return f"Too few steps yet ({change['n']}) to say what entropy predicts here."
+    if found["reused_all"]["n"] == 0:  # every step full (the exact decoder): no split
         return (f"Here the entropy of what a step decodes {verdict(change)} how far the next step's K/V move "
                 f"(Spearman {change['spearman']:+.2f} over {change['n']} steps).")
     return (f"Here the entropy of what a step decodes {verdict(recomputed)} how far the rows the next step "

@@ -21,6 +21,7 @@ from accelerate.utils import set_module_tensor_to_device
 from safetensors import safe_open
 
 from core.config import ModelConfig
+from core.decoder import DecodeConfig
 from core.families import Family, family_for
 from core.model import DiffusionTransformer
 
@@ -94,7 +95,17 @@ def read_config(folder: Path) -> tuple[ModelConfig, Family, dict]:
         raise ValueError(f"{folder} has no config.json")
     raw = json.loads(config_file.read_text())
     family = family_for(raw)
-    return family.config(raw, []), family, raw
+    return _checked(family.config(raw, []), folder), family, raw
+
+
+def _checked(config: ModelConfig, folder: Path) -> ModelConfig:
+    """`config` once the decode settings it declares for its tasks are ones a decode takes."""
+    for task in config.task_settings:
+        try:
+            DecodeConfig.for_model(config, task=task)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{folder}/config.json: task_settings: {e}") from None
+    return config
 
 
 def load_model(
@@ -111,7 +122,7 @@ def load_model(
     tokenizer = load_tokenizer(folder, family)
     end_ids = [i for i in (tokenizer.convert_tokens_to_ids(t) for t in family.end_tokens) if i is not None]
     end_ids = [i for i in end_ids if i != tokenizer.unk_token_id]
-    cfg = family.config(raw, end_ids)
+    cfg = _checked(family.config(raw, end_ids), folder)
     device = _check_device(device)
 
     with init_empty_weights():

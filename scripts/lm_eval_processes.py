@@ -66,6 +66,8 @@ def main() -> None:
         if threads and int(threads):
             env["OMP_NUM_THREADS"] = threads
         out = args.out / run
+        if out.exists() and any(out.iterdir()):  # an earlier run's files would be read as this one's
+            sys.exit(f"{out} holds an earlier run: pass another --out")
         load = os.getloadavg()[0]
         started = time.perf_counter()
         done = subprocess.run(command(int(processes), lm_eval_args, out), cwd=ROOT, env=env)
@@ -76,7 +78,8 @@ def main() -> None:
         first = first or got
         same = {k: got[k] == first[k] for k in ("scores", "answers", "steps")}
         scores = ", ".join(f"{name} {value:.3f}" for name, value in got["scores"].items())
-        rows.append(f"| {processes} | {threads or 'default'} | {load:.2f} | {wall:.1f} | {scores} | {got['decodes']} | "
+        each = threads or ("default" if int(processes) == 1 else "its share of the cores")  # core/lm_eval_ranks.py
+        rows.append(f"| {processes} | {each} | {load:.2f} | {wall:.1f} | {scores} | {got['decodes']} | "
                     f"{','.join(map(str, got['ranks']))} | {same['scores']} | {same['answers']} | {same['steps']} |")
     print("| processes | threads each | load before | wall s | scores | decodes | ranks | "
           "scores as run 1 | answers as run 1 | steps as run 1 |")

@@ -481,14 +481,17 @@ def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
 def test_an_example_sets_the_decode_settings_its_model_declares_for_its_task(registry) -> None:
     """The embedded model declares temperature 0.7 for stories: its first example, a story, opens the panel
     at 0.7 (the Race and Drift tabs alike); a word problem after it is greedy again; a chat model sets nothing."""
-    from app.controls.panel import example_controls
+    from app.controls.panel import declared_controls, example_controls
 
     choice = registry.choice(EMBEDDED_LABEL)
     tasks = ["stories" if e.startswith("tell a story") else "words" for e in choice.examples]
     assert tasks[0] == "stories" and "words" in tasks
-    assert [example_controls(choice, i) for i in range(len(tasks))] == [
+    keys = declared_controls(registry)
+    assert keys == ["temperature"]
+    assert [example_controls(choice, i, keys) for i in range(len(tasks))] == [
         {"temperature": 0.7 if task == "stories" else 0.0} for task in tasks]
-    assert example_controls(ModelChoice("chat", "x", "cuda", 32, 16, ("hello",)), 0) == {}
+    # a model that declares nothing resets what another one declared: switching to it is greedy again
+    assert example_controls(ModelChoice("chat", "x", "cuda", 32, 16, ("hello",)), 0, keys) == {"temperature": 0.0}
     tab = race_tab(registry, RunBoard())
     assert tab.inputs.controls["temperature"].value == 0.7 and tab.inputs.prompt.value == choice.examples[0]
 

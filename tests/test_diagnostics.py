@@ -132,7 +132,7 @@ def test_step_pairs_split_the_change_by_the_next_steps_rows_and_mark_tail_and_bl
     assert one == StepPair(1, 0.1, pytest.approx(0.325), pytest.approx(0.5), pytest.approx(0.15), pytest.approx(0.02),
                            1, False, False)
     assert (two.entropy, two.recomputed, two.reused, two.since_full) == (0.9, 0.9, pytest.approx(0.1), 2)
-    assert not two.marked  # step 1 left an end-of-text: the pair into step 3 is the tail
+    assert not two.marked  # step 2 decoded an end-of-text: the pair into step 3 is the tail
     assert (three.recomputed, three.reused, three.tail, three.block_start) == (None, None, True, True)
     assert three.change == pytest.approx(0.3) and three.since_full == 3
 
@@ -148,17 +148,17 @@ def test_links_curve_and_sentence_by_hand():
     assert analysis["marked"] == {"tail": 1, "block_start": 0} and analysis["links"] == found
     assert analysis["tail"] == {"share": pytest.approx(1 / 3), "staleness": pytest.approx(0.06),
                                 "staleness_elsewhere": pytest.approx(0.03)}
-    assert "cannot yet say" in analysis["summary"]  # 2 pairs: too few to say
+    assert analysis["summary"] == "Too few steps yet (2) to say what entropy predicts here."
     link = {"n": 20, "spearman": 0.34}
     assert [verdict({**link, "spearman": r}) for r in (0.34, 0.2996, 0.17, 0.02, -0.2)] == [
         "tracks", "tracks", "weakly tracks", "does not track", "runs against"]  # 0.2996 is shown as +0.30
     split = {"recomputed_unmarked": {"n": 40, "spearman": 0.34}, "reused_unmarked": {"n": 40, "spearman": -0.01},
-             "change_unmarked": {"n": 50, "spearman": 0.3}}
+             "change_unmarked": {"n": 50, "spearman": 0.3}, "reused_all": {"n": 45}}
     assert what_holds(split) == (
         "Here the entropy of what a step decodes tracks how far the rows the next step recomputes move "
         "(Spearman +0.34), and does not track how far the rows it reuses from the cache move (-0.01, 40 partial "
         "steps).")
-    assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan}}) == (
+    assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan}, "reused_all": {"n": 0}}) == (
         "Here the entropy of what a step decodes tracks how far the next step's K/V move (Spearman +0.30 over 50 "
         "steps).")
     assert volatility_curve(EVENTS) == {1: pytest.approx(0.5), 2: pytest.approx(0.1)}

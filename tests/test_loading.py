@@ -1,6 +1,7 @@
 """Loaders: real checkpoint layouts (synthesized), hub resolution offline, and clear errors."""
 
 import json
+import re
 import shutil
 
 import huggingface_hub
@@ -67,6 +68,23 @@ def test_own_model_round_trip(tmp_path):
     torch.testing.assert_close(loaded.full_logits(ids), model.full_logits(ids))
     assert (loaded.config.gen_len, loaded.config.block_len) == (32, 16)
     assert tok2.mask_token_id == tok.mask_token_id
+
+
+def test_declared_task_settings_are_checked_when_the_config_is_read(tmp_path):
+    from core.loading import read_config
+
+    tok = build_tokenizer(["a", "b"])
+    model = tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id,
+                       task_settings={"stories": {"temperature": 0.7}})
+    save_own_model(model, tok, tmp_path)
+    assert read_config(tmp_path)[0].task_settings == {"stories": {"temperature": 0.7}}
+    assert load_model(tmp_path)[0].config.task_settings == {"stories": {"temperature": 0.7}}
+    raw = json.loads((tmp_path / "config.json").read_text())
+    for bad, message in (({"stories": {"temperature": 30}}, "temperature must be a number in [0, 10], got 30"),
+                         ({"stories": {"heat": 1}}, "name no decode setting it may declare: heat")):
+        (tmp_path / "config.json").write_text(json.dumps({**raw, "task_settings": bad}))
+        with pytest.raises(ValueError, match=re.escape("config.json: task_settings: ") + ".*" + re.escape(message)):
+            read_config(tmp_path)
 
 
 def test_device_map_dispatch_gives_same_logits(llada_dir):

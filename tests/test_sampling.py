@@ -43,3 +43,22 @@ def test_a_position_samples_the_same_token_whatever_else_is_masked():
     draws = {int(candidates(position_5[None], 1.0, block_noise(3, 0, step, 8, vocab, torch.device("cpu"))[[5]]))
              for step in range(40)}
     assert len(draws) > 3  # it is sampling: other steps draw other tokens
+
+
+def test_the_decoder_gives_each_masked_position_its_own_row_of_the_blocks_noise(monkeypatch):
+    """Noise that makes token i+1 win at the block's i-th position: whatever is masked when, every
+    position gets its own row (ranked among the masks left, a row would move as they are unmasked)."""
+    from conftest import tiny_model
+
+    import core.decoder
+    from core.decoder import DecodeConfig, decode
+    from core.policies import make_policy
+
+    def spiked(seed, block, block_step, block_len, vocab, device):
+        return torch.eye(block_len, vocab, dtype=torch.float64, device=device).roll(1, dims=1) * 1e6
+
+    monkeypatch.setattr(core.decoder, "block_noise", spiked)
+    model = tiny_model(eos_token_ids=())
+    config = DecodeConfig(gen_len=16, block_len=8, temperature=1.0, stop_at_eos=False)
+    last = list(decode(model, [3, 9, 4], make_policy("entropy", tau=0.5), config))[-1]
+    assert last.tokens == [i % 8 + 1 for i in range(16)]

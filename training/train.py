@@ -30,6 +30,7 @@ import torch
 from tqdm import tqdm
 
 from core.config import ModelConfig
+from core.decoder import DecodeConfig
 from core.loading import read_config
 from core.model import DiffusionTransformer
 from core.tasks.word_problems import NUMBERS, make_split
@@ -208,8 +209,10 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error(f"--drills + --stories must be at most 1, got {args.drills + args.stories:g}")
     if not 0 <= args.max_shots <= MAX_SHOTS:
         ap.error(f"--max-shots must be in [0, {MAX_SHOTS}], got {args.max_shots}")
-    if not 0 <= args.story_temperature <= 10:
-        ap.error(f"--story-temperature must be a number in [0, 10], got {args.story_temperature:g}")
+    try:  # a temperature the decoder takes (DecodeConfig's declaration)
+        DecodeConfig(temperature=args.story_temperature)
+    except ValueError as e:
+        ap.error(f"--story-{e}")
     if args.gen_len > args.max_seq_len:
         ap.error(f"--gen-len {args.gen_len} does not fit --max-seq-len {args.max_seq_len}")
     if args.vocabulary == "words-0-shot" and (args.stories or args.max_shots):

@@ -82,12 +82,17 @@ def bounded_slider(control: Control, value: float | None = None, prefix: str = "
 EXAMPLE_SET = tuple(key for key in DECODE_CONTROLS if key not in ("gen_len", "block_len"))
 
 
-def example_controls(choice: ModelChoice, index: int) -> dict[str, int | float]:
-    """The controls picking example `index` sets: what its model declares for the example's task, and
-    the default of what it declares for other examples' tasks only (a word problem after a story is
-    greedy again). Nothing where the model declares nothing."""
+def declared_controls(registry: ModelRegistry) -> list[str]:
+    """The controls some model of the registry declares a setting of for an example's task."""
+    return sorted({key for label in registry.labels for settings in registry.choice(label).example_settings
+                   for key in settings if key in EXAMPLE_SET})
+
+
+def example_controls(choice: ModelChoice, index: int, keys: list[str]) -> dict[str, int | float]:
+    """The controls `keys` (declared_controls) as picking example `index` sets them: to what its model
+    declares for the example's task, else to their defaults (a word problem after a story is greedy
+    again, and so is a model that declares nothing after one that does)."""
     declared = choice.example_settings[index] if index < len(choice.example_settings) else {}
-    keys = sorted({key for settings in choice.example_settings for key in settings if key in EXAMPLE_SET})
     return {key: DECODE_CONTROLS[key].default if declared.get(key) is None else declared[key] for key in keys}
 
 
@@ -136,7 +141,8 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
             with gr.Row():
                 run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
-    defaults = {"gen_len": first.gen_len, "block_len": first.block_len, **example_controls(first, 0)}
+    defaults = {"gen_len": first.gen_len, "block_len": first.block_len,
+                **example_controls(first, 0, declared_controls(registry))}
     with gr.Accordion("Controls", open=True):
         controls = {}
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
@@ -175,19 +181,20 @@ def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run
 def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_name: str, status: gr.HTML):
     """Connect a panel: Run and Stop (wire_run), a change of model, a click on an example prompt."""
     registry = ctx.registry
+    declared = declared_controls(registry)
 
     def model_inputs(label: str) -> Outputs:
         c = registry.choice(label)
         return {ins.examples: gr.Dataset(samples=[[e] for e in c.examples]), ins.prompt: c.examples[0],
                 ins.controls["gen_len"]: c.gen_len, ins.controls["block_len"]: c.block_len,
-                **{ins.controls[key]: value for key, value in example_controls(c, 0).items()}}
+                **{ins.controls[key]: value for key, value in example_controls(c, 0, declared).items()}}
 
     def pick_example(index: int | None, label: str) -> Outputs:
         c = registry.choice(label)
         if index is None or not 0 <= index < len(c.examples):
             return {}
         return {ins.prompt: c.examples[index],
-                **{ins.controls[key]: value for key, value in example_controls(c, index).items()}}
+                **{ins.controls[key]: value for key, value in example_controls(c, index, declared).items()}}
 
     def show_own_controls(policy: str) -> list:
         return [gr.Row(visible=name == policy) for name in ins.peer_groups]

@@ -63,7 +63,7 @@ def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
 def staleness_figure(analysis: dict) -> go.Figure:
     """The policy's cache against the fresh K/V (relative L2) at the start of each step, by steps since
     its last full rewrite: what the partial steps pile up (unmarked pairs; the mean as a line)."""
-    points = [p for p in analysis["pairs"] if not p.marked]
+    points = [p for p in analysis["pairs"] if not p.marked and p.since_full is not None]
     curve = analysis["staleness"]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[p.since_full for p in points], y=[p.staleness for p in points], mode="markers",

@@ -1,4 +1,4 @@
-"""The Drift tab: a diagnostic decode of the picked policy (core's Probe hook) streamed into three
+"""The Drift tab: a diagnostic decode of the picked policy (core's Probe hook) streamed into four
 figures, and an Explain panel that describes any step of the finished decode in plain language.
 
 The handler checks its input as the Race tab's does (app/controls/run.py) and runs through the tab
@@ -135,7 +135,7 @@ class DriftTab(PanelTab):
 
 
 def build_drift_panels() -> DriftPanels:
-    """The banner, the response, the three figures, the final text and the Explain panel."""
+    """The banner, the response, the four figures, the final text and the Explain panel."""
     status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
     text = gr.HTML(elem_id="drift-text")
     with gr.Row(equal_height=False):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
@@ -73,8 +73,8 @@ class SweepParams:
         sweep has no control of its own (as `bench --task` decodes them); your prompts as they are."""
         if self.task == OWN_PROMPTS:
             return self.config
-        declared = model_config.task_settings.get(TASKS[self.task][0], {})
-        return replace(self.config, **{key: value for key, value in declared.items() if key not in DECODING})
+        own = {key: getattr(self.config, key) for key in DECODING}
+        return DecodeConfig.for_model(model_config, task=TASKS[self.task][0], graphs=self.config.graphs, **own)
 
     def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
         """The sweep's progress after each decode (plain data: core.bench.Progress), as the tab runner's
