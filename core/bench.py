@@ -16,7 +16,9 @@ earlier one (core.tasks.stories.repeated_events): a story that loops passes the 
 
 Each row also keeps what it decoded, prompt by prompt (`per_prompt`): the text and its tokens, the
 per-prompt measures (right or not, agreement, first divergence from the reference) and the steps the
-policy made full. `accuracy` is over the prompts with a known answer (None when none has one: prompts
+policy made full. `agreement` counts every generated position, the masks decoded after an end-of-text
+too; `agreement_in_text` only the reference's answer (its tokens before its end-of-text), what a
+reader sees. `accuracy` is over the prompts with a known answer (None when none has one: prompts
 of one's own); `first_divergence_median` is over every prompt. The CLI's `--json` and the app's Sweep
 tab read the same rows.
 """
@@ -62,6 +64,8 @@ class Tally:
     graded: int = 0  # problems with a known answer
     same_tokens: int = 0  # response tokens equal to the reference's
     all_tokens: int = 0
+    same_in_text: int = 0  # of the reference's answer tokens (before its end-of-text), those matched
+    text_tokens: int = 0
     totals: Totals = field(default_factory=Totals)  # the decoder's own totals, summed
     max_entropies: list[float] = field(default_factory=list)  # per step
     forced_full: int = 0  # full steps that open a block
@@ -111,10 +115,18 @@ def decoded_record(item: Item, events: list[StepEvent], tokenizer) -> dict:
             "full_steps_forced_at": forced, "full_steps_entropy_at": by_entropy}
 
 
+def matched_in_text(reference: list[int], tokens: list[int]) -> int:
+    """How many of the reference answer's tokens `tokens` has at the same position (a shorter answer
+    misses the rest)."""
+    return sum(a == b for a, b in zip(reference, tokens))
+
+
 def compared_record(record: dict, reference: dict, agreement: float) -> dict:
     """A decoded_record with its per-prompt measures against the reference's record of the same prompt."""
-    return record | {"agreement": agreement, "identical": record["tokens"] == reference["tokens"],
-                     "first_divergence": first_divergence(reference["tokens"], record["tokens"])}
+    ref = reference["tokens"]
+    in_text = matched_in_text(ref, record["tokens"]) / len(ref) if ref else None  # None: an empty answer
+    return record | {"agreement": agreement, "agreement_in_text": in_text, "identical": record["tokens"] == ref,
+                     "first_divergence": first_divergence(ref, record["tokens"])}
 
 
 @dataclass(frozen=True)
@@ -169,6 +181,8 @@ def bench_progress(
             same = sum(a == b for a, b in zip(outputs[j], outputs[0]))
             tallies[j].same_tokens += same
             tallies[j].all_tokens += len(outputs[0])
+            tallies[j].same_in_text += matched_in_text(records[0]["tokens"], records[j]["tokens"])
+            tallies[j].text_tokens += len(records[0]["tokens"])
             tallies[j].per_prompt.append(compared_record(records[j], records[0], same / len(outputs[0])))
         vanilla = tallies[contenders.index(VANILLA)] if VANILLA in contenders else None
         rows = [_row(c, t, tallies[0], i + 1, vanilla) for c, t in zip(contenders, tallies)]
@@ -209,6 +223,7 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "accuracy": tally.correct / tally.graded if tally.graded else None,  # None: no known answers
         "repeat_share": _share(tally.per_prompt, "repeated_events", "events"),  # stories only, else None
         "agreement": agreement,
+        "agreement_in_text": tally.same_in_text / tally.text_tokens if tally.text_tokens else None,
         "first_divergence_median": _quantile(sorted(r["first_divergence"] for r in tally.per_prompt), 0.5),
         "speedup": ref.totals.compute_s / t.compute_s,
         "ceiling": ref.totals.rows_computed / t.rows_computed,
@@ -267,6 +282,7 @@ def format_table(rows: list[dict]) -> str:
         ("label", "policy", "{}"),
         ("accuracy", "acc", "{:.3f}"),
         ("agreement", "agree", "{:.3f}"),
+        ("agreement_in_text", "in text", "{:.3f}"),
         ("first_divergence_median", "1st div", "{:g}"),
         ("speedup", "speedup", "{:.2f}x"),
         ("ceiling", "ceiling", "{:.2f}x"),

@@ -357,6 +357,8 @@ def test_a_picked_point_shows_each_prompts_texts_side_by_side_with_every_differe
             first = ours["first_divergence"]
             flagged = [first] if not ours["identical"] and first < len(tokens) else []
             assert [int(i) for _, f, i in words if f] == flagged
+        in_text = f"{ours['agreement_in_text']:.3f} over the exact decoder's answer"
+        assert f"agreement {ours['agreement']:.3f} ({in_text})" in card
         if ours["identical"]:
             assert "the same text as the exact decoder" in card
         else:

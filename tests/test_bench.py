@@ -23,6 +23,7 @@ FIELDS = {
     "n",
     "accuracy",
     "agreement",
+    "agreement_in_text",
     "speedup",
     "rows_fraction",
     "full_steps_fraction",
@@ -211,10 +212,11 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
 def test_every_row_keeps_what_each_prompt_decoded_and_its_measures(saved):
     """per_prompt: the answer (text, tokens before the end-of-text), its grade, agreement and first divergence
     against the reference, and the full steps split as the row's fractions split them."""
-    from core.bench import first_divergence
+    from core.bench import first_divergence, matched_in_text
 
     assert first_divergence([1, 2, 3], [1, 2, 3]) == 3 and first_divergence([1, 2, 3], [1, 5, 3]) == 1
     assert first_divergence([1, 2, 3], [1, 2]) == 2 and first_divergence([1, 2], [1, 2, 3]) == 2
+    assert matched_in_text([1, 2, 3], [1, 5, 3, 4]) == 2 and matched_in_text([1, 2, 3], [1]) == 1
     model, tok = load_model(saved)
     problems = held_out("words", 3)
     config = DecodeConfig(gen_len=16, block_len=8)
@@ -236,6 +238,11 @@ def test_every_row_keeps_what_each_prompt_decoded_and_its_measures(saved):
     for p, ref in zip(cached["per_prompt"], refs):
         assert p["first_divergence"] == first_divergence(ref["tokens"], p["tokens"])
         assert p["identical"] == (p["tokens"] == ref["tokens"]) and 0 <= p["agreement"] <= 1
+        same = sum(a == b for a, b in zip(ref["tokens"], p["tokens"]))
+        assert p["agreement_in_text"] == (same / len(ref["tokens"]) if ref["tokens"] else None)
+    texts = [len(ref["tokens"]) for ref in refs]
+    matched = [round(p["agreement_in_text"] * n) for p, n in zip(cached["per_prompt"], texts) if n]
+    assert cached["agreement_in_text"] == sum(matched) / sum(texts) and none["agreement_in_text"] == 1.0
     assert cached["first_divergence_median"] == sorted(p["first_divergence"] for p in cached["per_prompt"])[1]
 
 

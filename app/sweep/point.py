@@ -66,7 +66,7 @@ def point_html(rows: list[dict], tau: float, k: int, pieces: Mapping[int, str], 
     same = sum(p["identical"] for p in prompts)
     head = (f"<b>tau {tau:g}, k {k}</b>: {same} of {len(prompts)} prompt{'s' * (len(prompts) != 1)} decoded "
             f"exactly as the exact decoder does; median first divergence {row['first_divergence_median']:g} "
-            f"tokens; agreement {row['agreement']:.3f}; speedup {row['speedup']:.2f}x.")
+            f"tokens; agreement {row['agreement']:.3f}{_in_text(row)}; speedup {row['speedup']:.2f}x.")
     cards = [_card(i, ref, ours, tau, k, pieces, sep) for i, (ref, ours) in
              enumerate(zip(rows[0]["per_prompt"], prompts))]
     return f'<div class="ec-point-head">{head}</div>{LEGEND}{"".join(cards)}'
@@ -85,11 +85,18 @@ def _card(i: int, ref: dict, ours: dict, tau: float, k: int, pieces: Mapping[int
     shown = ours["prompt"] if len(ours["prompt"]) <= MAX_PROMPT_SHOWN else "..." + ours["prompt"][-MAX_PROMPT_SHOWN:]
     return (f'<div class="ec-prompt" id="sweep-prompt-{i + 1}"><div><b>Prompt {i + 1}</b>: '
             f'<span class="ec-prompt-text">{html.escape(shown)}</span></div>'
-            f'<div class="ec-legend">{parted}; agreement {ours["agreement"]:.3f}; {full}{graded}</div>'
+            f'<div class="ec-legend">{parted}; agreement {ours["agreement"]:.3f}{_in_text(ours)}; {full}{graded}</div>'
             f'{_steps(ours)}<div class="ec-pair">'
             f'{_column("exact decoder", ref["tokens"], ours["tokens"], first, pieces, sep)}'
             f'{_column(f"EntropyCache tau {tau:g}, k {k}", ours["tokens"], ref["tokens"], first, pieces, sep)}'
             "</div></div>")
+
+
+def _in_text(measured: dict) -> str:
+    """Agreement over the exact decoder's answer alone: `agreement` also counts the masks decoded after
+    an end-of-text, which no reader sees."""
+    share = measured.get("agreement_in_text")
+    return "" if share is None else f" ({share:.3f} over the exact decoder's answer)"
 
 
 def _at(steps: list[int]) -> str:

@@ -42,8 +42,8 @@ METRICS = {
 }
 SPEEDUP = "speedup: the exact decoder's measured compute time over this setting's, on the same prompts"
 NO_ACCURACY = "agreement"  # the y axis shown for accuracy when no prompt has a known answer (your own prompts)
-TABLE_HEADERS = ["policy", "tau", "k", "speedup", "ceiling", "accuracy", "repeats", "agreement", "first div. (median)",
-                 "rows", "full steps", "by entropy", "decision"]
+TABLE_HEADERS = ["policy", "tau", "k", "speedup", "ceiling", "accuracy", "repeats", "agreement", "in text",
+                 "first div. (median)", "rows", "full steps", "by entropy", "decision"]
 K_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]
 FRONT_COLOR = "#ff7f0e"
 
@@ -113,14 +113,16 @@ def pareto_figure(rows: list[dict], metric: str, selected: tuple[float, int] | N
 
 
 def sweep_table(rows: list[dict]) -> list[list]:
-    """One line per bench row, in TABLE_HEADERS order (no accuracy, no story events to repeat: '-')."""
+    """One line per bench row, in TABLE_HEADERS order (no accuracy, no story events to repeat, no
+    answer text: '-'). `in text`: agreement over the exact decoder's answer, before its end-of-text."""
     out = []
     for r in rows:
         tau, k = r["params"].get("tau", ""), r["params"].get("k", "")
         accuracy = "-" if r["accuracy"] is None else round(r["accuracy"], 3)
         repeats = "-" if r["repeat_share"] is None else round(r["repeat_share"], 3)  # beside a story's pass
+        in_text = "-" if r["agreement_in_text"] is None else round(r["agreement_in_text"], 4)
         out.append([r["policy"], tau, k, round(r["speedup"], 2), round(r["ceiling"], 2), accuracy, repeats,
-                    round(r["agreement"], 4), r["first_divergence_median"], round(r["rows_fraction"], 3),
+                    round(r["agreement"], 4), in_text, r["first_divergence_median"], round(r["rows_fraction"], 3),
                     round(r["full_steps_fraction"], 3), round(r["full_steps_entropy"], 3),
                     f"{r['decision_overhead']:.2%}"])
     return out
