@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 
 from core.config import ModelConfig
-from core.device import clock, gc_paused
+from core.device import clock, gc_paused, host_clock
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
@@ -255,17 +255,26 @@ def _step(
     masked = index_tensor(ctx.block_masked, device)
     passes.tokens.index_copy_(0, masked, torch.where(picked, tokens, passes.tokens[masked]))
     confidences = probs.gather(1, tokens[:, None]).squeeze(1)
-    # The step's one wait for the device before the decision: what was picked, as what, how surely.
-    picked, tokens, confidences = torch.stack([picked.double(), tokens.double(), confidences.double()]).tolist()
+    read = [picked.double(), tokens.double(), confidences.double()]
+    issue_s = 0.0
+    if passes.entropies_in_readout:  # every masked row's entropy, issued now: one wait instead of two
+        t_issue = host_clock(device)
+        read.append(entropy(probs).double())
+        issue_s = host_clock(device) - t_issue  # the decision's signal, though it rides with the choice
+    # The step's wait for the device before the decision: what was picked, as what, how surely.
+    picked, tokens, confidences, *every_entropy = torch.stack(read).tolist()
     slots = [i for i, flag in enumerate(picked) if flag]
     unmasked = tuple(ctx.block_masked[i] for i in slots)
 
     t1 = clock(device)  # the device is done: the forward's time is the model's, not the decision's
-    entropies = tuple(entropy(probs[index_tensor(slots, device)]).tolist())
+    if every_entropy:
+        entropies = tuple(every_entropy[0][i] for i in slots)
+    else:
+        entropies = tuple(entropy(probs[index_tensor(slots, device)]).tolist())
     policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
     t_end = clock(device)
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
-    decision_s = t_plan + (t_end - t1) + signal_s
+    decision_s = t_plan + issue_s + (t_end - t1) + signal_s
     capture_s = passes.capture_s - captured  # paid once per length and shape, on first use: not the step's
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
     return _Step(reason, rows, layer_rows, unmasked, [int(tokens[i]) for i in slots], entropies,

@@ -38,6 +38,12 @@ def clock(device: torch.device) -> float:
     return time.perf_counter() if device.type == "cuda" else CPU_CLOCK()
 
 
+def host_clock(device: torch.device) -> float:
+    """Seconds on the step clock without waiting for the device: on a GPU, the host's own time issuing
+    work (what a step's host-bound parts cost); on the CPU, where work runs as it is issued, clock()."""
+    return time.perf_counter() if device.type == "cuda" else CPU_CLOCK()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No automatic garbage collection inside (it resumes after, if it was on before)."""

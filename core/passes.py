@@ -92,6 +92,10 @@ class Passes:
     """One decode's token sequence and KV cache, and its passes run eagerly over the exact rows."""
 
     capture_s = 0.0  # seconds spent capturing graphs so far (never, here)
+    # Where the decoded tokens' entropies are computed (core/decoder.py): here, for the picked rows only,
+    # after the step's readout; on the static path for every masked row, read out with the token choice,
+    # since on a GPU a second readout is a second wait of the host for the device.
+    entropies_in_readout = False
 
     def __init__(self, model: DiffusionTransformer, length: int) -> None:
         self.device = model.embed.weight.device
@@ -119,6 +123,8 @@ class Passes:
 
 class Workspace(Passes):
     """Preallocated buffers for the passes of one sequence length, and their graphs (module docstring)."""
+
+    entropies_in_readout = True
 
     def __init__(self, model: DiffusionTransformer, length: int, block_len: int, pool: object | None) -> None:
         super().__init__(model, length)

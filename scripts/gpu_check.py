@@ -2,6 +2,7 @@
 
     python scripts/gpu_check.py --out "$OUT"            # on the GPU machine, ~4-5 minutes on an H100
     python scripts/gpu_check.py --dry-run --out /tmp/x  # the same code on the CPU, tiny shapes, seconds
+    python scripts/gpu_check.py --app-only --out "$OUT" # only the app's part (a rerun of it), ~1 minute
 
 The GPU machine's image has torch but not gradio: run scripts/gpu_wheels.sh here first, carry .whl,
 and begin the device command with
@@ -355,19 +356,25 @@ def app_check(folder: Path, dry: bool) -> dict:
         args = dict(prompt=prompt, model=label, policy="none", tau=TAU, k=K, gen_len=64, block_len=BLOCK, steps=0,
                     threshold=0, temperature=0, seed=0)
         t0 = time.time()
-        outputs = list(client.submit(*args.values(), api_name="/run"))
+        outputs = list(client.submit(**args, api_name="/run"))
         race_s = time.time() - t0
-        long = client.submit(*{**args, "gen_len": 256}.values(), api_name="/run")
+        long = client.submit(**{**args, "gen_len": 256}, api_name="/run")
         time.sleep(2 if not dry else 0.5)
         long.cancel()
-        again = list(client.submit(*args.values(), api_name="/run"))
-        return {"ok": bool(outputs) and bool(again), "updates": len(outputs), "race_s": race_s,
-                "final_banner": str(outputs[-1][0])[:400] if outputs else None}
+        again = list(client.submit(**args, api_name="/run"))
+        banners = [str(out[-1][0]) if out else "" for out in (outputs, again)]
+        return {"ok": all(finished(b) for b in banners), "updates": len(outputs), "race_s": race_s,
+                "final_banner": banners[0][:400], "after_cancel_banner": banners[1][:400]}
     except Exception as e:  # noqa: BLE001 -- the check reports what broke
         return {"ok": False, "error": f"{type(e).__name__}: {e}", "log": Path(log.name).read_text()[-3000:]}
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def finished(banner: str) -> bool:
+    """A race's last status line says it finished with a speedup (not a refusal, not an error)."""
+    return "finished" in banner and "speedup" in banner and "ec-refused" not in banner
 
 
 def targets(report: dict) -> list[str]:
@@ -393,6 +400,9 @@ def targets(report: dict) -> list[str]:
              all(v["graphed_equals_static_eager"] for v in m["equality"].values()), ""),
         ]
         lines += [f"- {name}: {what}: {'met' if ok else 'NOT met'} {value}".rstrip() for what, ok, value in checks]
+    if "app" in report and report["app"].get("ok") is not None:
+        met = "met" if report["app"]["ok"] else "NOT met"
+        lines.append(f"- the app: a race finishes, and one after a cancelled race: {met}")
     return lines
 
 
@@ -441,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "out/gpu-check"))
     ap.add_argument("--dry-run", action="store_true", help="the same code on the CPU with tiny shapes")
     ap.add_argument("--skip-app", action="store_true")
+    ap.add_argument("--app-only", action="store_true", help="only the app's race (a rerun of that part)")
     args = ap.parse_args(argv)
     dry = args.dry_run
     if not dry and not torch.cuda.is_available():
@@ -455,6 +466,12 @@ def main(argv: list[str] | None = None) -> int:
                   command=" ".join(sys.argv), models={})
 
     embedded, tokenizer = load_model(None, device=device)
+    if args.app_only:
+        del embedded
+        report["app"] = app_part(device, dry, tokenizer)
+        save(out, report)
+        print(f"## The app: {json.dumps({k: v for k, v in report['app'].items() if k != 'log'})}")
+        return 0 if report["app"]["ok"] else 1
     problems = 2 if dry else 20
     schedules = {MODES[0]: schedule(embedded, tokenizer, None, problems),
                  MODES[1]: schedule(embedded, tokenizer, THRESHOLD, problems)}
@@ -482,17 +499,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_app:
         report["app"] = {"ok": None, "skipped": "--skip-app"}
     else:
-        with tempfile.TemporaryDirectory() as folder:
-            model = build(SHAPES["LLaDA-8B-Instruct"], device, dry, n_layers=APP_LAYERS)
-            write_llada_layout(model, Path(folder) / "llada-shaped", tokenizer)
-            del model
-            free()
-            report["app"] = app_check(Path(folder) / "llada-shaped", dry)
+        report["app"] = app_part(device, dry, tokenizer)
     save(out, report)
     text = markdown(report)
     (out / "gpu_check.md").write_text(text)
     print(text)
     return 0
+
+
+def app_part(device: torch.device, dry: bool, tokenizer) -> dict:
+    """app_check on a random model in LLaDA's layout (APP_LAYERS of its layers), written to a temporary folder."""
+    with tempfile.TemporaryDirectory() as folder:
+        model = build(SHAPES["LLaDA-8B-Instruct"], device, dry, n_layers=APP_LAYERS)
+        write_llada_layout(model, Path(folder) / "llada-shaped", tokenizer)
+        del model
+        free()
+        return app_check(Path(folder) / "llada-shaped", dry)
 
 
 def save(out: Path, report: dict) -> None:

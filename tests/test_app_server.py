@@ -7,6 +7,7 @@ REQUIRE_BROWSER=1 (as .ci/run sets), so CI cannot go green without it.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import importlib.util
 import json
@@ -601,6 +602,12 @@ def test_the_warm_up_readies_the_first_examples_race_on_the_static_path(registry
     assert warm_up(model, tokenizer, choice, "on") == 0.0  # a CPU captures nothing, but the buffers are made
     length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
     assert [w.length for w in idle_workspaces(model)].count(length) == 2
+    release_graphs(model)
+    # a model whose tokenizer cannot read its first example (LLaDA's layout with a tokenizer of its own)
+    # warms up without capturing ahead, rather than refusing every visitor's prompt with the example's words
+    unreadable = dataclasses.replace(choice, examples=("Lily can run 12 kilometers per hour.",))
+    assert warm_up(model, tokenizer, unreadable, "on") == 0.0
+    assert [w.length for w in idle_workspaces(model)] == [8 + 8]  # the tiny decode's own: none for the example
     release_graphs(model)
 
 

@@ -43,10 +43,12 @@ def test_dry_run_measures_everything_and_races_the_app(tmp_path):
     assert [r["policy"] for r in report["embedded_bench"]] == list(TABLE_ORDER)
     assert [r["policy"] for r in report["embedded_bench_eager"]] == list(TABLE_ORDER)
     assert report["app"]["ok"] is True, report["app"]
-    assert report["app"]["updates"] >= 1
+    assert report["app"]["updates"] >= 1 and "finished" in report["app"]["final_banner"]
+    assert "finished" in report["app"]["after_cancel_banner"]
     text = (tmp_path / "gpu_check.md").read_text()
     assert text in done.stdout and "## LLaDA-8B-Instruct shape" in text and "## The app:" in text
     assert text.count("graphed speedup at 40 + 32, one token per step >= 4x") == 2  # the targets, per shape
+    assert "- the app: a race finishes, and one after a cancelled race: met" in text
 
 
 def test_without_a_gpu_the_real_run_refuses_clearly(tmp_path):

@@ -144,6 +144,23 @@ def test_every_pass_of_the_static_path_has_a_fixed_shape():
     assert any(r not in ROW_BUCKETS and r != length for r, _ in recorder.shapes)  # off: the exact rows
 
 
+def test_the_static_path_reads_every_entropy_out_with_the_token_choice(monkeypatch):
+    """A GPU step waits for the device once before the decision: on the static path the entropies of
+    every masked row come with what was picked; eagerly only the picked rows' are computed, after it."""
+    import core.decoder
+
+    model = tiny_model()
+    rows_given: list[int] = []
+    real = core.decoder.entropy
+    monkeypatch.setattr(core.decoder, "entropy", lambda probs: rows_given.append(len(probs)) or real(probs))
+    config = dict(gen_len=16, block_len=8, stop_at_eos=False)
+    static = list(decode(model, PROMPT, make_policy("entropy"), DecodeConfig(**config, graphs="on")))
+    assert rows_given == [8 - e.step % 8 for e in static]  # one token a step: the block's masks left
+    rows_given.clear()
+    eager = list(decode(model, PROMPT, make_policy("entropy"), DecodeConfig(**config)))
+    assert rows_given == [1] * 16 and [e.tokens for e in eager] == [e.tokens for e in static]
+
+
 class PartialFirst(CachePolicy):
     """A partial first step: it reads whatever the cache holds, so a reused cache must start as a new one."""
 

@@ -63,12 +63,17 @@ def warm_up(model, tokenizer, choice: ModelChoice, graphs: str) -> float:
     Its prompt is a few arbitrary token ids: what they say does not matter, and no text is needed
     that every tokenizer can read. Then, on the graphed path, the CUDA graphs a race of the model's
     first example needs (the prompt a visitor finds in the box) are captured, so that race starts at
-    once; returns the seconds that took (0 where nothing is captured)."""
+    once; returns the seconds that took (0 where nothing is captured). An example the model's
+    tokenizer cannot read (a model in a family's layout with a tokenizer of its own) is no reason to
+    refuse the visitor's prompt: nothing is captured ahead then."""
     ids = [0] * 8
     policy = make_policy("entropy", tau=float("inf"))
     for _ in decode(model, ids, policy, DecodeConfig(gen_len=8, block_len=8, steps=2, graphs=graphs)):
         pass
     if not choice.examples:
         return 0.0
-    length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
+    try:
+        length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
+    except ValueError:
+        return 0.0
     return capture_ahead(model, length, choice.block_len, graphs) if length <= model.config.max_seq_len else 0.0
