@@ -1,6 +1,6 @@
 """The GPU check: the decoder's graphed passes against its eager ones at real size, and the app, in one call.
 
-    python scripts/gpu_check.py --out "$OUT"            # on the GPU machine, ~4-5 minutes on an H100
+    python scripts/gpu_check.py --out "$OUT"            # on the GPU machine: 3.5-6 minutes on an H100
     python scripts/gpu_check.py --dry-run --out /tmp/x  # the same code on the CPU, tiny shapes, seconds
     python scripts/gpu_check.py --app-only --out "$OUT" # only the app's part (a rerun of it), ~1 minute
 
