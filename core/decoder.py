@@ -83,8 +83,9 @@ class DecodeConfig:
         what it declares for that task (ModelConfig.task_settings); `settings` are the other fields, given
         explicitly. The CLI, bench and app use it."""
         declared = model_config.task_settings.get(task, {}) if task else {}
-        unknown = sorted(set(declared) - {f.name for f in fields(cls)} | {"gen_len", "block_len"} & set(declared))
-        if unknown:  # the lengths are the model's own (ModelConfig.gen_len, block_len), whatever the task
+        # the lengths are the model's own (ModelConfig.gen_len, block_len), whatever the task
+        unknown = sorted(set(declared) - ({f.name for f in fields(cls)} - {"gen_len", "block_len"}))
+        if unknown:
             raise ValueError(f"the model's task_settings for {task!r} name no decode setting it may declare: "
                              f"{', '.join(unknown)}")
         return cls(

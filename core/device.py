@@ -32,16 +32,16 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def clock(device: torch.device) -> float:
-    """Seconds on the device's step clock (see above), once the device has finished everything queued."""
-    sync(device)
-    return time.perf_counter() if device.type == "cuda" else CPU_CLOCK()
-
-
 def host_clock(device: torch.device) -> float:
     """Seconds on the step clock without waiting for the device: on a GPU, the host's own time issuing
     work (what a step's host-bound parts cost); on the CPU, where work runs as it is issued, clock()."""
     return time.perf_counter() if device.type == "cuda" else CPU_CLOCK()
+
+
+def clock(device: torch.device) -> float:
+    """Seconds on the device's step clock (see above), once the device has finished everything queued."""
+    sync(device)
+    return host_clock(device)
 
 
 @contextmanager
