@@ -58,17 +58,13 @@ VANILLA = Contender("none", {}, one_token_per_step=True)
 
 @dataclass
 class Tally:
-    """One contender's sums over the problems decoded so far, and what it decoded for each."""
+    """One contender's sums over the problems decoded so far, and what it decoded for each (the
+    per-prompt measures: grades, answers, forced full steps, are summed from `per_prompt`)."""
 
-    correct: int = 0
-    graded: int = 0  # problems with a known answer
     same_tokens: int = 0  # response tokens equal to the reference's
     all_tokens: int = 0
-    same_in_text: int = 0  # of the reference's answer tokens (before its end-of-text), those matched
-    text_tokens: int = 0
     totals: Totals = field(default_factory=Totals)  # the decoder's own totals, summed
     max_entropies: list[float] = field(default_factory=list)  # per step
-    forced_full: int = 0  # full steps that open a block
     layer_rows: list[int] = field(default_factory=list)  # rows computed at each layer, summed over steps
     layer_rows_full: int = 0  # what one layer computes in full forwards at every step
     prompt_tokens: int = 0  # summed over the problems
@@ -81,11 +77,6 @@ class Tally:
         self.layer_rows = [a + b for a, b in zip(self.layer_rows, per_layer)] if self.layer_rows else per_layer
         self.layer_rows_full += sum(e.prompt_len + len(e.tokens) for e in events)
         self.prompt_tokens += events[0].prompt_len
-        self.forced_full += len(full_steps(events)[0])
-
-    def grade(self, correct: bool | None) -> None:
-        self.graded += correct is not None
-        self.correct += bool(correct)
 
 
 def full_steps(events: list[StepEvent]) -> tuple[list[int], list[int]]:
@@ -115,16 +106,16 @@ def decoded_record(item: Item, events: list[StepEvent], tokenizer) -> dict:
             "full_steps_forced_at": forced, "full_steps_entropy_at": by_entropy}
 
 
-def matched_in_text(reference: list[int], tokens: list[int]) -> int:
-    """How many of the reference answer's tokens `tokens` has at the same position (a shorter answer
-    misses the rest)."""
+def matched_positions(reference: list[int], tokens: list[int]) -> int:
+    """How many of `reference`'s tokens `tokens` has at the same position (a shorter list misses the
+    rest): over whole outputs, agreement's count; over answers, agreement in text's."""
     return sum(a == b for a, b in zip(reference, tokens))
 
 
 def compared_record(record: dict, reference: dict, agreement: float) -> dict:
     """A decoded_record with its per-prompt measures against the reference's record of the same prompt."""
     ref = reference["tokens"]
-    in_text = matched_in_text(ref, record["tokens"]) / len(ref) if ref else None  # None: an empty answer
+    in_text = matched_positions(ref, record["tokens"]) / len(ref) if ref else None  # None: an empty answer
     return record | {"agreement": agreement, "agreement_in_text": in_text, "identical": record["tokens"] == ref,
                      "first_divergence": first_divergence(ref, record["tokens"])}
 
@@ -173,16 +164,13 @@ def bench_progress(
             events = _events(model, ids, contenders[j], config)
             outputs[j], records[j] = events[-1].tokens, decoded_record(item, events, tokenizer)
             tallies[j].add(events)
-            tallies[j].grade(records[j]["correct"])
             done += 1
             if len(outputs) < len(contenders):
                 yield Progress(done, total, i, rows)
         for j in order:
-            same = sum(a == b for a, b in zip(outputs[j], outputs[0]))
+            same = matched_positions(outputs[0], outputs[j])
             tallies[j].same_tokens += same
             tallies[j].all_tokens += len(outputs[0])
-            tallies[j].same_in_text += matched_in_text(records[0]["tokens"], records[j]["tokens"])
-            tallies[j].text_tokens += len(records[0]["tokens"])
             tallies[j].per_prompt.append(compared_record(records[j], records[0], same / len(outputs[0])))
         vanilla = tallies[contenders.index(VANILLA)] if VANILLA in contenders else None
         rows = [_row(c, t, tallies[0], i + 1, vanilla) for c, t in zip(contenders, tallies)]
@@ -214,23 +202,27 @@ def run_bench(
 def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) -> dict:
     t, agreement = tally.totals, tally.same_tokens / tally.all_tokens
     entropies = sorted(tally.max_entropies)
+    graded = [r["correct"] for r in tally.per_prompt if r["correct"] is not None]  # problems with a known answer
+    forced = sum(len(r["full_steps_forced_at"]) for r in tally.per_prompt)
+    answers = [(mine["tokens"], theirs["tokens"]) for mine, theirs in zip(tally.per_prompt, ref.per_prompt)]
+    in_text = sum(len(reference) for _, reference in answers)
     row = {
         "policy": c.policy,
         "params": c.params,
         "label": c.label,
         "n": n,
         "prompt_len": tally.prompt_tokens / n,
-        "accuracy": tally.correct / tally.graded if tally.graded else None,  # None: no known answers
+        "accuracy": sum(graded) / len(graded) if graded else None,  # None: no known answers
         "repeat_share": _share(tally.per_prompt, "repeated_events", "events"),  # stories only, else None
         "agreement": agreement,
-        "agreement_in_text": tally.same_in_text / tally.text_tokens if tally.text_tokens else None,
+        "agreement_in_text": sum(matched_positions(r, m) for m, r in answers) / in_text if in_text else None,
         "first_divergence_median": _quantile(sorted(r["first_divergence"] for r in tally.per_prompt), 0.5),
         "speedup": ref.totals.compute_s / t.compute_s,
         "ceiling": ref.totals.rows_computed / t.rows_computed,
         "rows_fraction": t.rows_fraction,
         "full_steps_fraction": t.full_steps / t.steps,
-        "full_steps_forced": tally.forced_full / t.steps,
-        "full_steps_entropy": (t.full_steps - tally.forced_full) / t.steps,
+        "full_steps_forced": forced / t.steps,
+        "full_steps_entropy": (t.full_steps - forced) / t.steps,
         "entropy_p50": _quantile(entropies, 0.5),
         "entropy_p90": _quantile(entropies, 0.9),
         "entropy_max": entropies[-1],

@@ -212,11 +212,11 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
 def test_every_row_keeps_what_each_prompt_decoded_and_its_measures(saved):
     """per_prompt: the answer (text, tokens before the end-of-text), its grade, agreement and first divergence
     against the reference, and the full steps split as the row's fractions split them."""
-    from core.bench import first_divergence, matched_in_text
+    from core.bench import first_divergence, matched_positions
 
     assert first_divergence([1, 2, 3], [1, 2, 3]) == 3 and first_divergence([1, 2, 3], [1, 5, 3]) == 1
     assert first_divergence([1, 2, 3], [1, 2]) == 2 and first_divergence([1, 2], [1, 2, 3]) == 2
-    assert matched_in_text([1, 2, 3], [1, 5, 3, 4]) == 2 and matched_in_text([1, 2, 3], [1]) == 1
+    assert matched_positions([1, 2, 3], [1, 5, 3, 4]) == 2 and matched_positions([1, 2, 3], [1]) == 1
     model, tok = load_model(saved)
     problems = held_out("words", 3)
     config = DecodeConfig(gen_len=16, block_len=8)
