@@ -14,10 +14,11 @@ import sys
 
 import torch
 
-from app.serving.device_thread import CPU_THREAD, decode_threads, usable_cpus
+from app.serving.device_thread import CPU_THREAD, decode_threads
 from app.serving.gpu import CONCURRENCY, is_zero_gpu
 from app.serving.registry import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
+from core.device import usable_cpus
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 
 

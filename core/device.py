@@ -16,6 +16,7 @@ than a small step), so there the CPU clock is wall time too.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +43,13 @@ def clock(device: torch.device) -> float:
     """Seconds on the device's step clock (see above), once the device has finished everything queued."""
     sync(device)
     return host_clock(device)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS tells it, else every CPU)."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 @contextmanager

@@ -14,13 +14,14 @@ a set-up that cannot work is refused before any weights load.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 from accelerate import Accelerator, InitProcessGroupKwargs
 from accelerate.utils import get_int_from_env
+
+from core.device import usable_cpus
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def check_launch(launch: Launch, device: str, device_map: str | None) -> None:
 
 def cpu_threads(launch: Launch) -> int:
     """Each process's share of this machine's cores: processes that share cores slow each other down."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cpus()
     if launch.local_world_size > cores:
         log.warning("%d processes share %d CPU cores: each decodes on one thread, taking turns on a core",
                     launch.local_world_size, cores)

@@ -122,7 +122,7 @@ def load_model(
     tokenizer = load_tokenizer(folder, family)
     end_ids = [i for i in (tokenizer.convert_tokens_to_ids(t) for t in family.end_tokens) if i is not None]
     end_ids = [i for i in end_ids if i != tokenizer.unk_token_id]
-    cfg = _checked(family.config(raw, end_ids), folder)
+    cfg = family.config(raw, end_ids)  # read_config checked its task settings (end_ids change none)
     device = _check_device(device)
 
     with init_empty_weights():

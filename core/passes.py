@@ -271,8 +271,9 @@ def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode
     masks and its last and k recent tokens, and Fast-dLLM's, a block, fit), so that the next `lanes`
     decodes of that length at once (a race's two lanes) replay them from their first step: what an
     app does while it warms up, or before a race starts. Returns the seconds it took (0 where nothing
-    is captured: on a CPU, or with graphs off)."""
-    if not uses_static_passes(mode, model):
+    is captured: on a CPU, with graphs off, or for a length past the model's positions, which no decode
+    takes)."""
+    if not uses_static_passes(mode, model) or length > model.config.max_seq_len:
         return 0.0
     max_rows = 2 * block_len if max_rows is None else max_rows
     sizes = [None, *sorted({bucket(n, length) for n in range(1, max_rows + 1)})]

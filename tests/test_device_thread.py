@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.serving.device_thread import DeviceThread, decode_threads, usable_cpus
+from app.serving.device_thread import DeviceThread, decode_threads
+from core.device import usable_cpus
 
 
 @pytest.fixture

@@ -236,6 +236,8 @@ def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race():
     length = len(PROMPT) + 16
     assert capture_ahead(model, length, 8) == 0.0  # auto: nothing on a CPU
     assert idle_workspaces(model) == []
+    assert capture_ahead(model, model.config.max_seq_len + 1, 8, "on") == 0.0  # no decode takes that length
+    assert idle_workspaces(model) == []
     assert capture_ahead(model, length, 8, "on") == 0.0  # buffers, but no graphs on a CPU
     ready = idle_workspaces(model)
     assert [w.length for w in ready] == [length, length]

@@ -48,7 +48,6 @@ class DriftRenderer:
         self.max_steps = run.max_steps
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
-        self.eos_ids = cfg.eos_token_ids
         self.policy = run.policies[0].describe()
         self.tau = run.settings["tau"] if run.settings["policy"] == OURS else None  # a threshold only ours has
 
@@ -59,7 +58,7 @@ class DriftRenderer:
         return self._render(snap.events, "", snap.finished)
 
     def _render(self, events: tuple[StepEvent, ...], message: str, finished: bool) -> DriftUpdate:
-        analysis = drift_analysis(list(events), self.eos_ids)
+        analysis = drift_analysis(list(events), self.text.eos_ids)
         curve = volatility_curve(list(events))
         return DriftUpdate(
             banner_html=self._banner(events, analysis, message, finished),

@@ -123,9 +123,7 @@ def race_snapshots(
     A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
     """
     config, length = run.config, len(prompt_ids) + run.config.gen_len
-    captured = 0.0
-    if length <= model.config.max_seq_len:
-        captured = capture_ahead(model, length, config.block_len, config.graphs)
+    captured = capture_ahead(model, length, config.block_len, config.graphs)
     decoders = [decode(model, prompt_ids, policy, config) for policy in run.policies]
     yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop,
                     capture_s=captured)

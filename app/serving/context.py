@@ -76,4 +76,4 @@ def warm_up(model, tokenizer, choice: ModelChoice, graphs: str) -> float:
         length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
     except ValueError:
         return 0.0
-    return capture_ahead(model, length, choice.block_len, graphs) if length <= model.config.max_seq_len else 0.0
+    return capture_ahead(model, length, choice.block_len, graphs)

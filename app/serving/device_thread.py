@@ -21,12 +21,13 @@ the caller's thread: ZeroGPU attributes a GPU call to the request that makes it.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TypeVar
+
+from core.device import usable_cpus
 
 T = TypeVar("T")
 _END = object()
@@ -87,13 +88,6 @@ class DeviceThread:
                 except queue.Empty:
                     break
                 future.set_exception(RuntimeError("the server is stopping"))
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the OS tells it, else every CPU)."""
-    if hasattr(os, "sched_getaffinity"):  # Linux
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def decode_threads() -> int:

@@ -60,7 +60,7 @@ def neighbour(rows: list[dict], selected: tuple[float, int] | None, step: int) -
 def point_html(rows: list[dict], tau: float, k: int, pieces: Mapping[int, str], sep: str) -> str:
     """The point (tau, k) of the sweep's rows, prompt by prompt, against the reference row (rows[0])."""
     row = find_point(rows, tau, k)
-    if row is None or not rows:
+    if row is None:  # find_point finds nothing in no rows too
         return f'<div class="ec-point-head">This sweep has no point tau {tau:g}, k {k}.</div>'
     prompts = row["per_prompt"]
     same = sum(p["identical"] for p in prompts)
