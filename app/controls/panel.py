@@ -183,18 +183,21 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     registry = ctx.registry
     declared = declared_controls(registry)
 
+    def example_inputs(c: ModelChoice, index: int) -> Outputs:
+        """The prompt box and the declared controls as example `index` of model `c` sets them."""
+        return {ins.prompt: c.examples[index],
+                **{ins.controls[key]: value for key, value in example_controls(c, index, declared).items()}}
+
     def model_inputs(label: str) -> Outputs:
         c = registry.choice(label)
-        return {ins.examples: gr.Dataset(samples=[[e] for e in c.examples]), ins.prompt: c.examples[0],
-                ins.controls["gen_len"]: c.gen_len, ins.controls["block_len"]: c.block_len,
-                **{ins.controls[key]: value for key, value in example_controls(c, 0, declared).items()}}
+        return {ins.examples: gr.Dataset(samples=[[e] for e in c.examples]),
+                ins.controls["gen_len"]: c.gen_len, ins.controls["block_len"]: c.block_len} | example_inputs(c, 0)
 
     def pick_example(index: int | None, label: str) -> Outputs:
         c = registry.choice(label)
         if index is None or not 0 <= index < len(c.examples):
             return {}
-        return {ins.prompt: c.examples[index],
-                **{ins.controls[key]: value for key, value in example_controls(c, index, declared).items()}}
+        return example_inputs(c, index)
 
     def show_own_controls(policy: str) -> list:
         return [gr.Row(visible=name == policy) for name in ins.peer_groups]

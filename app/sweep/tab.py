@@ -138,6 +138,7 @@ class SweepView(TabView):
         super().__init__(params.model, panels.status)
         self.params, self.metric, self.panels, self.command = params, metric, panels, command
         self.shown = 0  # prompts drawn so far
+        self.ids: set[int] = set()  # the tokens their texts use, for the texts' pieces
         self.last: Progress | None = None
         self.drawn: Outputs | None = None
         self.text: TokenText | None = None
@@ -160,9 +161,10 @@ class SweepView(TabView):
         status = {self.panels.status: progress_html(progress, self.params.count)}
         if progress.problems == self.shown:
             return status
+        # the tokens of the prompts finished since the last drawing: a row's records only grow at the end
+        self.ids |= {t for row in progress.rows for record in row["per_prompt"][self.shown:] for t in record["tokens"]}
         self.shown = progress.problems
-        ids = {t for row in progress.rows for record in row["per_prompt"] for t in record["tokens"]}
-        result = SweepResult(self.params, progress.rows, self.text.pieces(ids), self.text.sep)
+        result = SweepResult(self.params, progress.rows, self.text.pieces(self.ids), self.text.sep)
         self.drawn = self.panels.drawn(result, self.metric)
         return status | self.drawn
 
