@@ -253,8 +253,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         print(f"policy: {c.label}, {task or 'your prompts'}")
         print(format_drift(report))
         if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps({"policy": c.label, "task": task, **report}, indent=1) + "\n")
+            _write_json(args.json, {"policy": c.label, "task": task, **report})
     else:
         rows = []
         for k, some in items.items():  # one interleaved bench per context length
@@ -266,9 +265,14 @@ def run_bench_command(args: argparse.Namespace) -> int:
                 print(f"CUDA graphs captured in {captured:.2f}s in all (in no decode's time)")
             rows += result if k is None else [{"shots": k, **row} for row in result]
         if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+            _write_json(args.json, rows)
     return 0
+
+
+def _write_json(path: str, value: object) -> None:
+    """`value` as indented JSON at `path`, its folders made."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(value, indent=1) + "\n")
 
 
 def _lm_eval():

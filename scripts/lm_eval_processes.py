@@ -39,9 +39,9 @@ def written(out: Path) -> dict:
     data = json.loads(results.read_text())
     answers = {}
     for samples in out.rglob("samples_*.jsonl"):
+        task = re.match(r"samples_(.+)_\d{4}-\d\d-\d\dT", samples.name).group(1)
         for line in samples.read_text().splitlines():
             doc = json.loads(line)
-            task = re.match(r"samples_(.+)_\d{4}-\d\d-\d\dT", samples.name).group(1)
             answers[(task, doc["doc_id"])] = (doc["resps"], doc["filtered_resps"])
     speed = data.get("entropycache_speed", {})
     steps = {(r["task"], r["doc_id"], r["policy"]): (r["steps"], r["full_steps"], r["rows_computed"], r["tokens"])
