@@ -26,7 +26,7 @@ tab read the same rows.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import product
 
 from tqdm import tqdm
@@ -50,7 +50,7 @@ class Contender:
         return f"{label} (one token per step)" if self.one_token_per_step else label
 
     def config(self, run: DecodeConfig) -> DecodeConfig:
-        return replace(run, steps=None, threshold=None) if self.one_token_per_step else run
+        return run.one_token_per_step() if self.one_token_per_step else run
 
 
 VANILLA = Contender("none", {}, one_token_per_step=True)

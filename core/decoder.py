@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 
 from core.config import ModelConfig
-from core.device import clock, gc_paused, host_clock
+from core.device import Span, clock, gc_paused, host_clock
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
@@ -94,6 +94,11 @@ class DecodeConfig:
             **{**declared, **settings},
         )
 
+    def one_token_per_step(self) -> DecodeConfig:
+        """This decode without parallel decoding: no threshold, no step count, one token per step. With
+        the policy `none` it is the paper's vanilla decoder, the baseline of its speedups."""
+        return replace(self, steps=None, threshold=None)
+
     @property
     def steps_per_block(self) -> int:
         return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
@@ -133,6 +138,8 @@ class _Step(NamedTuple):
     entropies: tuple[float, ...]
     confidences: list[float]
     compute_s: float
+    forward_s: float
+    choice_s: float
     decision_s: float
     capture_s: float
 
@@ -203,6 +210,8 @@ def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, 
                 rows=list(range(length)) if result.rows is None else result.rows,
                 layer_rows=result.layer_rows,
                 compute_s=result.compute_s,
+                forward_s=result.forward_s,
+                choice_s=result.choice_s,
                 decision_s=result.decision_s,
                 capture_s=result.capture_s,
                 totals=replace(totals),
@@ -238,7 +247,9 @@ def _step(
     hook = plan.hook
     stream = hook is not None and hook.stream
     rows = None if plan.rows is None or stream else _rows_to_compute(plan, needed, ctx.length)
+    forward = Span(device)
     logits = passes.run(model, rows, needed, hook)
+    forward.stop()
     n_layers = model.config.n_layers
     layer_rows = [ctx.length if rows is None else len(rows)] * n_layers if hook is None else hook.layer_rows
     if stream:  # the rows computed at any layer; None when every layer computed every row
@@ -277,9 +288,15 @@ def _step(
     signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
     decision_s = t_plan + issue_s + (t_end - t1) + signal_s
     capture_s = passes.capture_s - captured  # paid once per length and shape, on first use: not the step's
+    compute_s = t_end - t0 - capture_s
+    # The step in three parts that add up to compute_s: the model's pass (without the capture and the
+    # layer hook's signals, which are the decision's), the decision, and the rest, which is the token
+    # choice: sampling, writing and reading back the tokens, and the step's bookkeeping.
+    forward_s = min(max(0.0, forward.seconds - capture_s - signal_s), compute_s - decision_s)
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
     return _Step(reason, rows, layer_rows, unmasked, [int(tokens[i]) for i in slots], entropies,
-                 [confidences[i] for i in slots], t_end - t0 - capture_s, decision_s, capture_s)
+                 [confidences[i] for i in slots], compute_s, forward_s, compute_s - forward_s - decision_s,
+                 decision_s, capture_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:

@@ -45,6 +45,35 @@ def clock(device: torch.device) -> float:
     return host_clock(device)
 
 
+class Span:
+    """The time between two points of a step on the step clock, without waiting for the device at
+    either point (a wait there would be a host sync the step does not otherwise need): on a GPU two
+    CUDA events, read once the step has waited for the device anyway; on the CPU the thread clock.
+    On a GPU it is the device's time from the first point to the second, idle gaps while the host
+    issues work included: the span's wall time, once the host has caught up."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self._marks = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            self._marks[0].record()
+        else:
+            self._times = [CPU_CLOCK(), 0.0]
+
+    def stop(self) -> None:
+        if self.cuda:
+            self._marks[1].record()
+        else:
+            self._times[1] = CPU_CLOCK()
+
+    @property
+    def seconds(self) -> float:
+        """Read after the device has finished the work between the two points."""
+        if self.cuda:
+            return self._marks[0].elapsed_time(self._marks[1]) / 1000
+        return self._times[1] - self._times[0]
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity where the OS tells it, else every CPU)."""
     if hasattr(os, "sched_getaffinity"):  # Linux

@@ -53,13 +53,15 @@ class StepEvent:
     reason: str  # the policy's one-line explanation
     rows: list[int]  # absolute positions computed in this step
     layer_rows: list[int]  # rows computed at each layer
-    compute_s: float
+    compute_s: float  # forward_s + choice_s + decision_s
     decision_s: float
     totals: Totals = field(default_factory=Totals)  # running totals, including this step
     done: bool = False
     block_done: bool = False  # this step unmasked the last masked token of its block
     confidences: list[float] = field(default_factory=list)  # probability of each unmasked token when chosen
     capture_s: float = 0.0  # capturing the CUDA graphs this step was the first to need: not in compute_s
+    forward_s: float | None = 0.0  # the model's pass (None: not recorded, in a trace from before it was)
+    choice_s: float | None = 0.0  # the token choice: sampling, writing and reading back the tokens
     # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's staleness at
     # the start of the step, per layer; every position's K/V change since the start of the step before;
     # and [steps since unmasked, K/V change since last step] per unmasked token.

@@ -3,18 +3,28 @@
 A cache saves rows, but a pass over a few rows still multiplies every weight matrix in full and
 launches the same kernels, so its cost does not fall in proportion. `python -m core bench
 --forward-rows 601,18,2` prints these costs and the memory bandwidth the weights alone would need.
+A decode's own events say the same thing as it runs (TimeSplit): what its full and partial passes
+cost, and so the most a cache could gain with its schedule of full and partial steps.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
 import torch
 
-from core.device import clock
+from core.device import clock, sync
+from core.events import StepEvent
 
 
-def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30) -> dict[int, float]:
+def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30,
+                  logit_rows: int = 1) -> dict[int, float]:
     """Seconds per forward computing n rows of a cache of `length` positions, n in row_counts
-    (n >= length means a full forward). Shows how far a partial pass is from costing n / length."""
+    (n >= length means a full forward), reading the logits of the last `logit_rows` of them (a decode
+    reads its block's masked rows). Shows how far a partial pass is from costing n / length."""
     device = model.embed.weight.device
     ids = torch.randint(0, model.config.vocab_size, (1, length), device=device)
     cache = model.new_cache(1, length)
@@ -23,11 +33,12 @@ def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30) 
         for n in row_counts:
             rows = None if n >= length else torch.arange(length - n, length, device=device)
             x = ids if rows is None else ids[:, rows]
+            logits = torch.arange(length - min(logit_rows, n, length), length, device=device)
             for _ in range(3):
-                model(x, cache, rows, torch.tensor([length - 1], device=device))
+                model(x, cache, rows, logits)
             t0 = clock(device)  # core/device.py: the decoder's step clock
             for _ in range(repeats):
-                model(x, cache, rows, torch.tensor([length - 1], device=device))
+                model(x, cache, rows, logits)
             out[n] = (clock(device) - t0) / repeats
     return out
 
@@ -39,3 +50,86 @@ def weight_bytes(model) -> int:
     tied = model.lm_head.weight is model.embed.weight
     return sum(p.numel() * p.element_size() for n, p in model.named_parameters() if tied or n != "embed.weight")
 
+
+
+@cache
+def copy_bandwidth(device: str, nbytes: int = 2**31) -> float:
+    """Bytes per second a device-to-device copy of `nbytes` moves, counting bytes read and written:
+    what streaming the weights could reach on this device. Measured once per device and size."""
+    dev = torch.device(device)
+    a = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=dev)
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(10):
+        b.copy_(a)
+    sync(dev)
+    return 2 * a.numel() * a.element_size() * 10 / (time.perf_counter() - t0)
+
+
+def weight_read_floor_s(model) -> float | None:
+    """On a GPU, the seconds one pass needs just to read the weights once at the measured copy
+    bandwidth (weight_bytes / copy_bandwidth): what no pass, however few rows, can beat at batch 1.
+    None on the CPU, where a small pass is bound by its kernels, not by bandwidth (docs/BENCHMARKS.md)."""
+    device = model.embed.weight.device
+    if device.type != "cuda":
+        return None
+    return weight_bytes(model) / copy_bandwidth(str(device))
+
+
+@dataclass(frozen=True)
+class TimeSplit:
+    """Where a decode's compute time went, from its events: full passes, partial passes, the token
+    choice and the decision, which add up to its compute time (StepEvent.compute_s)."""
+
+    full_passes: int
+    full_s: float
+    partial_passes: int
+    partial_s: float
+    partial_rows: float  # rows the partial passes computed, summed (per layer, on average over layers)
+    choice_s: float
+    decision_s: float
+
+    @classmethod
+    def of(cls, events: Sequence[StepEvent]) -> TimeSplit | None:
+        """None when an event has no recorded pass time (a trace from before it was recorded)."""
+        if any(e.forward_s is None or e.choice_s is None for e in events):
+            return None
+        full = [e for e in events if e.full]
+        partial = [e for e in events if not e.full]
+        return cls(len(full), sum(e.forward_s for e in full), len(partial), sum(e.forward_s for e in partial),
+                   sum(sum(e.layer_rows) / len(e.layer_rows) for e in partial if e.layer_rows),
+                   sum(e.choice_s for e in events), sum(e.decision_s for e in events))
+
+    @property
+    def steps(self) -> int:
+        return self.full_passes + self.partial_passes
+
+    @property
+    def total_s(self) -> float:
+        return self.full_s + self.partial_s + self.choice_s + self.decision_s
+
+    @property
+    def full_pass_s(self) -> float | None:
+        """One full pass, on average; None without one."""
+        return self.full_s / self.full_passes if self.full_passes else None
+
+    @property
+    def partial_pass_s(self) -> float | None:
+        """One partial pass, on average; None without one."""
+        return self.partial_s / self.partial_passes if self.partial_passes else None
+
+    @property
+    def partial_pass_rows(self) -> float | None:
+        return self.partial_rows / self.partial_passes if self.partial_passes else None
+
+    def ceiling(self, full_pass_s: float) -> float | None:
+        """The most this schedule of full and partial steps could gain over a decode that runs every one
+        of its steps as a full pass, were each step only its pass: steps x F / (full x F + partial x P),
+        F and P one full and one partial pass (F from any decode at this length, as a decode without a
+        cache has many). None without a partial pass."""
+        if self.partial_pass_s is None or full_pass_s <= 0:
+            return None
+        return self.steps * full_pass_s / (self.full_passes * full_pass_s + self.partial_s)

@@ -6,9 +6,9 @@
     python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
     python scripts/load_test.py --short --visitors 2 --races 2        # 2 s races (the test suite's)
 
-Every visitor races what a visitor gets by pressing Run on the page as it opens (the first example
-prompt, the embedded model's gen and block length, every other control at its default), or with
---short a word problem of 64 tokens. It starts the app (`python app.py`, the embedded model) in a
+Every visitor races what a visitor gets by pressing Run on the page as it opens (the default preset,
+the paper's comparison, on the embedded model's long example), or with --short a word problem of 64
+tokens, no cache against EntropyCache. It starts the app (`python app.py`, the embedded model) in a
 process of its own on 127.0.0.1 and a free port, so the visitors' clients, which run here, never
 share the server's interpreter (in a real deployment they are browsers elsewhere). For each visitor
 count it runs that many gradio_client visitors at once, each racing that prompt and settings
@@ -16,7 +16,7 @@ count it runs that many gradio_client visitors at once, each racing that prompt 
 relative distance of any race's speedup from the median speedup of all races run alone), how many
 races were more than 10% from it, how far the speedups vary (sd over mean) and the CPU time the
 server and the clients spent per race; then the races with no app, alone and under load pooled, to
-say whether load spreads one race's number more than the machine alone does. Every race's two final
+say whether load spreads one race's number more than the machine alone does. Every race's final
 texts are checked against direct decodes of core. Loopback only; bounded by the counts and by
 --max-seconds, after which it stops by itself (and stops the server). With --memory N it also runs N
 races in a row and reports the server's resident memory after the first 10 and after all N. With
@@ -46,17 +46,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS  # noqa: E402
-from app.race.decode import race  # noqa: E402
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  # noqa: E402
+from app.controls.presets import DEFAULT_PRESET  # noqa: E402
+from app.controls.run import RawRun, Run, check_run  # noqa: E402
+from app.race.client import named  # noqa: E402
+from app.race.decode import race_snapshots  # noqa: E402
 from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
-from core.decoder import DecodeConfig, decode, generate  # noqa: E402
+from core.decoder import generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
-from core.policies import make_policy  # noqa: E402
 from core.tasks.word_problems import make_split  # noqa: E402
-
-SETTINGS = {"policy": "none", "tau": RUN_CONTROLS["tau"].default, "k": RUN_CONTROLS["k"].default, "steps": 0,
-            "threshold": 0, "temperature": 0, "seed": 0}
 
 
 @dataclass
@@ -102,41 +101,41 @@ def pooled(name: str, levels: list[Level]) -> str:
 
 @dataclass(frozen=True)
 class Scenario:
-    """What every visitor races: one prompt and lengths, the other controls at their defaults."""
+    """What every visitor races: a prompt, the compared lane and every control."""
 
     prompt: str
-    gen_len: int
-    block_len: int
+    policy: str
+    controls: dict  # every Race control, by key
 
     @classmethod
     def as_served(cls, registry) -> Scenario:
-        """What a visitor gets by pressing Run on the opened page: the first example, the model's lengths."""
+        """What a visitor gets by pressing Run on the opened page: the default preset on the model's long
+        example."""
         choice = registry.choice(EMBEDDED_LABEL)
-        return cls(choice.examples[0], choice.gen_len, choice.block_len)
+        return cls(choice.examples[choice.paper_example], DEFAULT_PRESET.policy, DEFAULT_PRESET.controls())
 
     @classmethod
     def short(cls) -> Scenario:
-        """A word problem, 64 tokens: a race of about 2 s (the test suite's)."""
-        return cls(make_split("test", 1)[0].prompt, 64, 32)
+        """A word problem, 64 tokens, no cache against EntropyCache: a race of about 2 s (the test suite's)."""
+        defaults = {key: control.default for key, control in RUN_CONTROLS.items()}
+        return cls(make_split("test", 1)[0].prompt, "none", {**defaults, "gen_len": 64, "block_len": 32})
 
     def args(self) -> dict:
         peers = {key: control.default for key, control in PEER_CONTROLS.items()}
-        return {"prompt": self.prompt, "model": EMBEDDED_LABEL, "gen_len": self.gen_len, "block_len": self.block_len,
-                **SETTINGS, **peers}
+        return {"prompt": self.prompt, "model": EMBEDDED_LABEL, "policy": self.policy, **self.controls, **peers}
 
-    def config(self) -> DecodeConfig:
-        return DecodeConfig(gen_len=self.gen_len, block_len=self.block_len)
-
-
-def race_policies() -> list:
-    return [make_policy(SETTINGS["policy"]), make_policy("entropy", tau=SETTINGS["tau"], k=SETTINGS["k"])]
+    def run(self, registry) -> Run:
+        """The race as the app builds it (its lanes' policies are new: one Run per race)."""
+        raw = RawRun(self.prompt, EMBEDDED_LABEL, self.policy, dict(self.controls), {})
+        return check_run(registry, raw, raced_policies(), against_ours=True)
 
 
 def direct_texts(registry, scenario: Scenario) -> list[str]:
-    """The final texts of both lanes, decoded by core without the app."""
+    """The final texts of every lane, decoded by core without the app."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, scenario.prompt)
-    return [answer_text(tokenizer, generate(model, ids, p, scenario.config())) for p in race_policies()]
+    return [answer_text(tokenizer, generate(model, ids, lane.policy, lane.config))
+            for lane in scenario.run(registry).lanes]
 
 
 def no_app_level(registry, scenario: Scenario, races: int) -> Level:
@@ -148,9 +147,8 @@ def no_app_level(registry, scenario: Scenario, races: int) -> Level:
     start, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(races):
         began = time.perf_counter()
-        decoders = [decode(model, ids, p, scenario.config()) for p in race_policies()]
-        *_, last = race(decoders, ["none", "entropy"])
-        speedups.append(last.lanes[0].clock / last.lanes[1].clock)
+        *_, last = race_snapshots(model, ids, scenario.run(registry), throttle_s=60)
+        speedups.append(last.lanes[0].clock / last.lanes[-1].clock)
         latencies.append(time.perf_counter() - began)
     return Level(0, races, time.perf_counter() - start, latencies, speedups, 0,
                  client_cpu_s=time.process_time() - cpu0)
@@ -169,13 +167,13 @@ def run_level(url: str, visitors: int, races: int, scenario: Scenario, expected:
             if time.monotonic() > deadline:
                 return
             start = time.perf_counter()
-            out = client.predict(**scenario.args(), api_name="/run")
+            out = named(client.predict(**scenario.args(), api_name="/run"))
             took = time.perf_counter() - start
-            trace = json.loads(Path(out[12]["path"]).read_text())
+            trace = json.loads(Path(out["trace"]["path"]).read_text())
             with lock:
                 latencies.append(took)
                 speedups.append(trace["speedup"])
-                wrong[0] += [out[9] or "", out[10] or ""] != expected
+                wrong[0] += [out[f"{lane['side']}.final"] or "" for lane in trace["lanes"]] != expected
 
     threads = [threading.Thread(target=visitor) for _ in range(visitors)]
     start = time.perf_counter()
@@ -237,7 +235,7 @@ class Served:
     url: str
     pid: int  # the server's process
     scenario: Scenario  # what every visitor races
-    expected: list[str]  # both lanes' final texts, decoded directly by core
+    expected: list[str]  # every lane's final text, decoded directly by core
     registry: object  # this process's own models (the direct decodes)
 
 
@@ -286,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         alone = statistics.median([s for lv in alone_levels for s in lv.speedups] or served[0].speedups)
         levels = no_app + served
         sc = app.scenario
-        print(f"race: {sc.prompt[:60]!r}... gen {sc.gen_len}, block {sc.block_len}; speedup alone (median): "
+        print(f"race: {sc.prompt[:60]!r}... {sc.policy} against entropy, gen {sc.controls['gen_len']}, block "
+              f"{sc.controls['block_len']}, threshold {sc.controls['threshold']}; speedup alone (median): "
               f"{alone:.2f}x; decode threads {decode_threads()} of {os.cpu_count()} CPUs")
         print("| visitors (0: no app) | races | races/s | latency p50 | latency max | speedups shown | spread vs alone "
               "| over 10% | sd | wrong | CPU s a race: server, clients (0: this process) |")

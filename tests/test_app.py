@@ -31,14 +31,16 @@ import app.serving.downloads
 import app.serving.gpu
 import app.serving.registry
 import app.ui
-from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, compared_policies
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, compared_policies, raced_policies
 from app.controls.panel import raw_slider
 from app.controls.run import MAX_PROMPT_CHARS, RawRun, check_run
+from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race, race_snapshots
 from app.race.render import RaceRenderer
 from app.race.tab import RaceTab, build_race_tab
 from app.race.trace import TRACE_DIR, write_trace
 from app.serving.context import AppContext
+from app.serving.examples import Example
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
 from app.serving.sessions import RunBoard, StopFlag
 from app.widgets.text_view import TokenText, render_text
@@ -64,7 +66,7 @@ def controls(**overrides) -> dict:
 def race_run(registry, prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = "none",
              compared: dict | None = None, **numbers):
     """check_run as the Race tab calls it, with every control at its default unless given."""
-    return check_run(registry, RawRun(prompt, model, policy, controls(**numbers), compared or {}), compared_policies(),
+    return check_run(registry, RawRun(prompt, model, policy, controls(**numbers), compared or {}), raced_policies(),
                      against_ours=True)
 
 
@@ -262,9 +264,11 @@ def test_the_status_line_tells_what_capturing_graphs_cost_and_no_lane_is_charged
     lanes = (Lane("none", [event], 0.5, True, 2), Lane("ours", [captured], 0.25, True, 1))
     snap = Snapshot(lanes, 1, True, capture_s=1.5)
     assert snap.graphs_s == 1.75  # before the race, and a shape first met during it
-    text = banner_html(*lanes, graphs_s=snap.graphs_s)
-    assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on neither lane" in text
-    assert "CUDA graphs" not in banner_html(*lanes)
+    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 1, "block_len": 1}
+    comparison = Comparison((LaneLabel("left", "none", decoding), LaneLabel("right", "ours", decoding)))
+    text = banner_html(lanes, comparison, graphs_s=snap.graphs_s)
+    assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on no lane's clock" in text
+    assert "CUDA graphs" not in banner_html(lanes, comparison)
 
 
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
@@ -294,7 +298,7 @@ def test_with_a_threshold_the_plots_span_gen_len_steps(registry) -> None:
 BAD = [
     (dict(prompt=""), "prompt: it is empty"),
     (dict(prompt="   \n"), "prompt: it is empty"),
-    (dict(prompt="x" * (MAX_PROMPT_CHARS + 1)), "limit is 2000"),
+    (dict(prompt="x" * (MAX_PROMPT_CHARS + 1)), f"limit is {MAX_PROMPT_CHARS}"),
     (dict(prompt=None), "prompt: it is empty"),
     (dict(model="/etc/passwd"), "Unknown model"),
     (dict(policy="entropy"), "Unknown policy"),
@@ -479,21 +483,35 @@ def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
 
 
 def test_an_example_sets_the_decode_settings_its_model_declares_for_its_task(registry) -> None:
-    """The embedded model declares temperature 0.7 for stories: its first example, a story, opens the panel
-    at 0.7 (the Race and Drift tabs alike); a word problem after it is greedy again; a chat model sets nothing."""
+    """The embedded model declares temperature 0.7 for stories: its first example, a story, opens the Drift
+    panel at 0.7; a word problem after it is greedy again; every example sets the lengths, to its own (a
+    long chat prompt: the paper's 256 or 512, block 32) or else the model's; a chat model declares no
+    temperature. The Race opens on the paper's comparison, on the model's long example."""
     from app.controls.panel import declared_controls, example_controls
+    from app.drift.tab import build_drift_tab
+    from app.serving.examples import chat_examples
 
     choice = registry.choice(EMBEDDED_LABEL)
     tasks = ["stories" if e.startswith("tell a story") else "words" for e in choice.examples]
     assert tasks[0] == "stories" and "words" in tasks
     keys = declared_controls(registry)
-    assert keys == ["temperature"]
+    assert keys == ["block_len", "gen_len", "temperature"]
+    lengths = {"gen_len": choice.gen_len, "block_len": choice.block_len}
     assert [example_controls(choice, i, keys) for i in range(len(tasks))] == [
-        {"temperature": 0.7 if task == "stories" else 0.0} for task in tasks]
+        {**lengths, "temperature": 0.7 if task == "stories" else 0.0} for task in tasks]
     # a model that declares nothing resets what another one declared: switching to it is greedy again
-    assert example_controls(ModelChoice("chat", "x", "cuda", 32, 16, ("hello",)), 0, keys) == {"temperature": 0.0}
-    tab = race_tab(registry, RunBoard())
-    assert tab.inputs.controls["temperature"].value == 0.7 and tab.inputs.prompt.value == choice.examples[0]
+    chat = ModelChoice("chat", "x", "cuda", 128, 32, chat_examples())
+    long, short = chat.paper_example, len(chat.examples) - 1
+    assert example_controls(chat, long, keys) == {"gen_len": 256, "block_len": 32, "temperature": 0.0}
+    assert example_controls(chat, short, keys) == {"gen_len": 128, "block_len": 32, "temperature": 0.0}
+    with gr.Blocks():
+        drift = build_drift_tab(AppContext(registry, RunBoard()))
+    assert drift.inputs.controls["temperature"].value == 0.7 and drift.inputs.prompt.value == choice.examples[0]
+    race = race_tab(registry, RunBoard())
+    assert race.inputs.prompt.value == choice.examples[choice.paper_example] and "4 worked examples" in (
+        choice.example_list[choice.paper_example].title)
+    assert race.inputs.policy.value == "vanilla" and race.inputs.controls["threshold"].value == 0.9
+    assert race.inputs.controls["temperature"].value == 0.0
 
 
 def test_model_list_is_fixed_on_the_server(monkeypatch, tmp_path) -> None:
@@ -538,7 +556,7 @@ def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> No
         return object(), source
 
     monkeypatch.setattr(app.serving.registry, "load_model", fake_load)
-    choices = [ModelChoice(f"m{i}", f"src{i}", "cuda", 8, 8, ("x",)) for i in range(3)]
+    choices = [ModelChoice(f"m{i}", f"src{i}", "cuda", 8, 8, (Example("x", "x", {}),)) for i in range(3)]
     one = ModelRegistry(choices)
     first = one.get("m0")
     assert one.get("m0") is first and loads == ["src0"]
@@ -761,10 +779,13 @@ def test_a_model_of_every_task_gets_an_example_of_each(tmp_path) -> None:
     from app.serving.registry import local_choice
 
     embedded = local_choice(EMBEDDED, "embedded", "cpu")
-    assert sum("question :" in e for e in embedded.examples) == 1
+    shots = [e.count("question :") for e in embedded.examples]
+    assert sorted(n for n in shots if n) == [3, 5]  # after 2 and after 4 worked examples
     assert sum(e.startswith("tell a story about") for e in embedded.examples) == 2
-    assert embedded.examples[0].startswith("tell a story about")  # the prompt a visitor finds in the box
+    assert embedded.examples[0].startswith("tell a story about")  # the prompt the Drift tab opens on
+    assert shots[embedded.paper_example] == 5  # the paper's comparison races the 4-shot problem
+    assert [e.long for e in embedded.example_list].count(True) == 1
     assert "alone or after worked examples" in embedded.trained_on and "short stories" in embedded.trained_on
     sums = local_choice(save_word_problems_model(tmp_path), "sums", "cpu")
-    assert len(sums.examples) == 5 and not any(e.startswith("tell a story") for e in sums.examples)
+    assert len(sums.examples) == 6 and not any(e.startswith("tell a story") for e in sums.examples)
     assert "stories" not in sums.trained_on

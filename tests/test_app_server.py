@@ -33,8 +33,11 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 import app.drift.decode  # noqa: E402
 import app.race.decode  # noqa: E402
-from app.controls.declared import PEER_CONTROLS  # noqa: E402
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  # noqa: E402
+from app.controls.run import RawRun, check_run  # noqa: E402
+from app.race.client import named  # noqa: E402
 from app.serving.device_thread import CPU_THREAD  # noqa: E402
+from app.serving.examples import Example  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.sweep.export import SWEEP_FORMAT  # noqa: E402
 from app.sweep.render import sweep_table  # noqa: E402
@@ -61,7 +64,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PROMPTS = [p.prompt for p in make_split("test", 3)]
-N_OUTPUTS = 13  # banner, 2 x (speed, text, entropy plot, rows plot), 2 final texts, summary, trace
 N_DRIFT_OUTPUTS = 9  # banner, text, 4 plots, final text, step slider, explanation (the session state stays server-side)
 
 
@@ -119,29 +121,31 @@ def args(prompt: str = PROMPTS[0], **overrides) -> dict:
 
 
 def expected(registry, a: dict) -> tuple:
-    """What core decodes directly with these settings: (left result, right result)."""
+    """What core decodes directly with these settings: one result per lane of the race, left to right."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, a["prompt"])
-    cfg = DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"], temperature=a["temperature"], seed=a["seed"])
-    own = {c.param.name: a[key] for key, c in PEER_CONTROLS.items() if c.policy == a["policy"] and key in a}
-    return tuple(
-        generate(model, ids, pol, cfg)
-        for pol in (make_policy(a["policy"], **own), make_policy("entropy", tau=a["tau"], k=a["k"]))
-    )
+    controls = {key: a[key] for key in RUN_CONTROLS}
+    own = {key: a[key] for key in PEER_CONTROLS if key in a}
+    run = check_run(registry, RawRun(a["prompt"], EMBEDDED_LABEL, a["policy"], controls, own), raced_policies(),
+                    against_ours=True)
+    return tuple(generate(model, ids, lane.policy, lane.config) for lane in run.lanes)
 
 
-def check_result(registry, a: dict, out: tuple) -> dict:
+def check_result(registry, a: dict, answer: tuple) -> dict:
     """A full run's outputs agree with a direct decode of the same prompt and settings; returns the trace."""
-    assert len(out) == N_OUTPUTS
-    assert "finished" in out[0] and "speedup" in out[0]
+    out = named(answer)
+    assert "finished" in out["status"] and "speedup" in out["status"]
     _, tokenizer = registry.get(EMBEDDED_LABEL)
     refs = expected(registry, a)
+    sides = ("left", "middle", "right") if len(refs) == 3 else ("left", "right")
     texts = [tokenizer.decode(r.tokens[: r.totals.tokens], skip_special_tokens=True) for r in refs]
-    assert [out[9] or "", out[10] or ""] == texts
-    assert [row[0] for row in out[11]["data"]] == ["left", "right"]
-    for plot in (out[3], out[4], out[7], out[8]):
-        assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
-    trace = json.loads(Path(out[12]).read_text())
+    assert [out[f"{side}.final"] or "" for side in sides] == texts
+    assert [row[0] for row in out["summary"]["data"]] == list(sides)
+    for side in sides:
+        for part in ("entropy", "rows"):
+            assert out[f"{side}.{part}"]["type"] == "plotly" and json.loads(out[f"{side}.{part}"]["plot"])["data"]
+    assert "Where the time goes" in out["time"]
+    trace = json.loads(Path(out["trace"]).read_text())
     assert trace["settings"]["prompt"] == a["prompt"] and trace["settings"]["seed"] == a["seed"]
     assert [lane["events"][-1]["tokens"] for lane in trace["lanes"]] == [r.tokens for r in refs]
     return trace
@@ -206,7 +210,7 @@ def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -
 
 BAD = [  # refused by the handler, in the status line
     (dict(prompt=""), "prompt: it is empty"),
-    (dict(prompt="a " * 1001), "limit is 2000"),
+    (dict(prompt="a " * 3001), "limit is 6000"),
     (dict(gen_len=100000), "100000"),  # the handler's own check: the sliders hand values on as sent
     (dict(block_len=5), "do not fit together: gen_len 32 is not a multiple of block_len 5"),
     (dict(steps=3), "do not fit together: steps 3 must be a multiple"),
@@ -228,16 +232,18 @@ def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path
 
     url, registry = served
     client = Client(url, verbose=False)
-    out = client.predict(**args(), api_name="/run")
-    replay = Replay.of(read_trace(Path(out[12]).read_bytes()))
-    loaded = client.predict(handle_file(out[12]), api_name="/replay_load")
-    assert f"Replay loaded: frame 0 of {len(replay)}" in loaded[0] and loaded[-1] == 0
+    trace_file = named(client.predict(**args(policy="vanilla", threshold=0.9), api_name="/run"))["trace"]
+    replay = Replay.of(read_trace(Path(trace_file).read_bytes()))
+    assert [lane.side for lane in replay.trace.lanes] == ["left", "middle", "right"]
+    loaded = named(client.predict(handle_file(trace_file), api_name="/replay_load"), "/replay_load")
+    assert f"Replay loaded: frame 0 of {len(replay)}" in loaded["status"] and loaded["frame"] == 0
     n = len(replay) // 2
-    shown = client.predict(n, api_name="/replay_show")  # the session's replay, paused at frame n
-    assert f"Replay paused: frame {n} of {len(replay)}" in shown[0] and shown[-1] == n
-    for lane, count in enumerate(replay.counts(n)):
-        assert f"step {count}: prompt rows recomputed" in shown[2 + 4 * lane]  # each lane's text at its step
-        assert shown[9 + lane].startswith(f"**Step {count - 1}**")
+    shown = named(client.predict(n, api_name="/replay_show"), "/replay_show")  # the session's replay, at frame n
+    assert f"Replay paused: frame {n} of {len(replay)}" in shown["status"] and shown["frame"] == n
+    assert "the paper's comparison" in shown["status"] and shown["middle.final"]["visible"] is True
+    for lane, count in zip(replay.trace.lanes, replay.counts(n)):
+        assert f"step {count}: prompt rows recomputed" in shown[f"{lane.side}.text"]  # each lane's text at its step
+        assert shown[f"{lane.side}.story"].startswith(f"**Step {count - 1}**")
     message = f"Replay frame must be a whole number from 0 to {len(replay)}; got -1"
     assert message in refusal(client.predict(-1, api_name="/replay_show"))
     bad = tmp_path / "bad.json"
@@ -274,8 +280,8 @@ MALFORMED = [  # what a client may send past the page: each message names the co
     ("/sweep", SWEEP | dict(problems=10**6), "held-out prompts must be an integer in [1, 50], got 1000000"),
     ("/sweep", SWEEP | dict(problems="many"), "held-out prompts must be an integer in [1, 50], got 'many'"),
     ("/sweep", SWEEP | dict(gen_len=None), "gen length must be an integer in [1, 512], got None"),
-    ("/sweep", SWEEP | dict(task="your prompts", prompts="mia has 7 marbles .\n\n" + "a " * 1001),
-     "Line 3 of your prompts: The prompt is 2001 characters long; the limit is 2000."),
+    ("/sweep", SWEEP | dict(task="your prompts", prompts="mia has 7 marbles .\n\n" + "a " * 3001),
+     "Line 3 of your prompts: The prompt is 6001 characters long; the limit is 6000."),
     ("/sweep", SWEEP | dict(task="your prompts", prompts="mia has 7 marbles .\nhello"),
      "Line 2 of your prompts: The model does not know 1 word of the prompt: 'hello'."),
 ]
@@ -424,20 +430,30 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
     url, _ = served
     shot = tmp_path / "app.png"
     with chromium_page(url) as page:
+        # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
+        # the long example, and a middle lane (no cache at EntropyCache's settings) for the two factors.
+        page.locator("#preset-cache-alone").click()
+        page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0'", timeout=30_000)
+        page.locator("#preset-paper").click()
+        page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0.9'", timeout=30_000)
         page.locator("#run-btn").click(timeout=60_000)
-        for lane in (0, 1):
-            page.locator(f"#text-{lane} .ec-text").wait_for(timeout=60_000)
-            page.locator(f"#entropy-{lane} .js-plotly-plot").wait_for(timeout=60_000)
-            page.locator(f"#rows-{lane} .js-plotly-plot").wait_for(timeout=60_000)
+        for side in ("left", "middle", "right"):
+            page.locator(f"#text-{side} .ec-text").wait_for(timeout=60_000)
+            page.locator(f"#entropy-{side} .js-plotly-plot").wait_for(timeout=60_000)
+            page.locator(f"#rows-{side} .js-plotly-plot").wait_for(timeout=60_000)
         page.wait_for_function(
-            "document.querySelector('#banner').innerText.includes('finished in')", timeout=120_000
+            "document.querySelector('#banner').innerText.includes('finished in')", timeout=180_000
         )
-        assert page.locator("#text-1 .ec-text span").count() > 0
-        assert "finished first" in page.locator("#speed-0").inner_text() + page.locator("#speed-1").inner_text()
+        banner = page.locator("#banner").inner_text()
+        assert "from parallel decoding (left to middle)" in banner and "the paper's comparison" in banner
+        assert "Where the time goes" in page.locator("#time-panel").inner_text()
+        assert page.locator("#text-right .ec-text span").count() > 0
+        speeds = "".join(page.locator(f"#speed-{side}").inner_text() for side in ("left", "middle", "right"))
+        assert "finished first" in speeds and "one token per step" in speeds
         link = page.locator("#trace a[download]")
         link.wait_for(timeout=30_000)
         trace = page.request.get(link.get_attribute("href")).json()
-        assert [lane["side"] for lane in trace["lanes"]] == ["left", "right"]
+        assert [lane["side"] for lane in trace["lanes"]] == ["left", "middle", "right"]
         page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 
@@ -461,9 +477,9 @@ def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, se
                                    timeout=30_000)
         page.keyboard.press("ArrowLeft")
         page.wait_for_function("document.querySelector('#banner').innerText.includes('frame 4 of')", timeout=30_000)
-        for lane, count in enumerate(replay.counts(4)):
-            text = page.locator(f"#text-{lane}").inner_text()
-            story = page.locator(f"#story-{lane}").inner_text()
+        for lane, count in zip(replay.trace.lanes, replay.counts(4)):
+            text = page.locator(f"#text-{lane.side}").inner_text()
+            story = page.locator(f"#story-{lane.side}").inner_text()
             if count:
                 assert f"step {count}: prompt rows recomputed" in text and f"Step {count - 1} (block 0)" in story
             else:
@@ -589,9 +605,10 @@ def test_app_py_takes_the_graphs_switch_and_refuses_another_word(capsys) -> None
     assert "argument --graphs: invalid choice: 'fast'" in capsys.readouterr().err
 
 
-def test_the_warm_up_readies_the_first_examples_race_on_the_static_path(registry) -> None:
-    """With graphs on, a model's warm-up makes the workspaces (on a GPU: captures the graphs) a race of
-    its first example needs, one per lane, before any visitor's race."""
+def test_the_warm_up_readies_the_race_a_visitor_finds_on_the_page(registry) -> None:
+    """With graphs on, a model's warm-up makes the workspaces (on a GPU: captures the graphs) a race of the
+    Race's opening preset needs, on the model's long example, one per lane, before any visitor's race."""
+    from app.controls.presets import DEFAULT_PRESET
     from app.serving.context import warm_up
     from core.passes import idle_workspaces, release_graphs
 
@@ -600,12 +617,14 @@ def test_the_warm_up_readies_the_first_examples_race_on_the_static_path(registry
     release_graphs(model)
     assert warm_up(model, tokenizer, choice, "auto") == 0.0 and idle_workspaces(model) == []  # a CPU: off
     assert warm_up(model, tokenizer, choice, "on") == 0.0  # a CPU captures nothing, but the buffers are made
-    length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
-    assert [w.length for w in idle_workspaces(model)].count(length) == 2
+    length = len(chat_prompt_ids(tokenizer, choice.examples[choice.paper_example])) + 256
+    assert DEFAULT_PRESET.lanes == 3 and DEFAULT_PRESET.controls()["gen_len"] == 256
+    assert [w.length for w in idle_workspaces(model)].count(length) == 3
     release_graphs(model)
-    # a model whose tokenizer cannot read its first example (LLaDA's layout with a tokenizer of its own)
+    # a model whose tokenizer cannot read its long example (LLaDA's layout with a tokenizer of its own)
     # warms up without capturing ahead, rather than refusing every visitor's prompt with the example's words
-    unreadable = dataclasses.replace(choice, examples=("Lily can run 12 kilometers per hour.",))
+    unreadable = dataclasses.replace(choice, example_list=(Example("Lily can run 12 kilometers per hour.", "", {},
+                                                                   True),))
     assert warm_up(model, tokenizer, unreadable, "on") == 0.0
     assert [w.length for w in idle_workspaces(model)] == [8 + 8]  # the tiny decode's own: none for the example
     release_graphs(model)

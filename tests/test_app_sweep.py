@@ -109,9 +109,9 @@ def test_a_good_request_parses_into_bounded_values() -> None:
         (own(), "Type or paste your prompts, one per line \\(at most 20\\): the box is empty"),
         (dict(own(" ", "\t"), problems=0), "held-out prompts must be an integer"),  # every input is checked
         (own(*["tell a story ."] * (MAX_OWN_PROMPTS + 1)), "At most 20 prompts, one per line; got 21"),
-        (own("tell a story .", "", "a " * 1001), "Line 3 of your prompts: The prompt is 2001 characters long; the "
-                                                 "limit is 2000"),
-        (own("x" * 50000), "Your prompts are 50000 characters long; the limit is 40020"),
+        (own("tell a story .", "", "a " * 3001), "Line 3 of your prompts: The prompt is 6001 characters long; the "
+                                                 "limit is 6000"),
+        (own("x" * 150000), "Your prompts are 150000 characters long; the limit is 120020"),
         (dict(own(), prompts=["a"]), "Type or paste your prompts"),
         (dict(gen_len=30), "do not fit together: gen_len 30 is not a multiple of block_len 16"),
         (dict(steps=4, threshold=0.9), "Set steps to 0"),

@@ -42,13 +42,20 @@ def test_dry_run_measures_everything_and_races_the_app(tmp_path):
     assert schedules["threshold 0.9"]["tokens_per_step"] > 1
     assert [r["policy"] for r in report["embedded_bench"]] == list(TABLE_ORDER)
     assert [r["policy"] for r in report["embedded_bench_eager"]] == list(TABLE_ORDER)
-    assert report["app"]["ok"] is True, report["app"]
-    assert report["app"]["updates"] >= 1 and "finished" in report["app"]["final_banner"]
-    assert "finished" in report["app"]["after_cancel_banner"]
+    app = report["app"]
+    assert app["ok"] is True, app
+    long, chat = app["races"]["long"], app["races"]["chat"]
+    assert long["finished"] and chat["finished"] and "finished" in app["after_cancel_banner"]
+    assert len(long["prompt_ids"]) > len(chat["prompt_ids"]) and long["gen"] == 32  # the passage: a long prompt
+    assert "Where the time goes" in long["time_panel"] and "EntropyCache against no cache" in long["banner"]
+    assert app["offline"]["speedup"] == app["offline"]["none_s"] / app["offline"]["entropy_s"]
     text = (tmp_path / "gpu_check.md").read_text()
     assert text in done.stdout and "## LLaDA-8B-Instruct shape" in text and "## The app:" in text
     assert text.count("graphed speedup at 40 + 32, one token per step >= 4x") == 2  # the targets, per shape
-    assert "- the app: a race finishes, and one after a cancelled race: met" in text
+    assert "- the app: races finish, and one after a cancelled race: met" in text
+    assert f"- the app's race at LLaDA's shape, {len(long['prompt_ids'])} + 32: banner within 15% of the same " \
+           "decode offline:" in text
+    assert "prompt_ids" not in text  # the report's text leaves the ids out
 
 
 def test_without_a_gpu_the_real_run_refuses_clearly(tmp_path):

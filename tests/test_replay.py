@@ -104,17 +104,19 @@ def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
     after = replay.counts(n + 1)
     lane = replay.frames[n].lane  # frame n+1 is that lane's next step
     assert after[lane] == (left, right)[lane] + 1 and after[1 - lane] == (left, right)[1 - lane]
-    story = out[race.lanes[lane].story]
+    story = out[race.lanes[replay.trace.lanes[lane].side].story]
     assert story.startswith(f"**Step {after[lane] - 1}** (block 0)") and "confidence" in story
     assert panel.step(replay, 0, -1)[panel.slider].value == 0
     assert panel.step(replay, len(replay), 1)[panel.slider].value == len(replay)
     n = next(i for i, f in enumerate(replay.frames) if f.lane == 0) + 1  # the left lane's first step on screen
     paused = panel.show(replay, n)
     assert f"Replay paused: frame {n} of" in paused[race.status] and paused[panel.slider].value == n
-    assert set(paused) == set(panel.outputs())  # a frame redraws every panel of the replay
+    middle = race.lanes["middle"]  # hidden: this race has two lanes
+    assert set(paused) == set(panel.outputs()) - {*middle.drawn(), middle.story}  # a frame redraws every panel shown
+    assert paused[race.middle].visible is False
     shown = replay.counts(n)[0]
     masked = recorded["lanes"][0]["events"][shown - 1]["tokens"].count(recorded["model"]["mask_id"])
-    left_text = paused[race.lanes[0].text]  # the left lane's text as of its step shown (and the legend's mask)
+    left_text = paused[race.lanes["left"].text]  # the left lane's text as of its step shown (and the legend's mask)
     assert left_text.split('class="ec-text">')[1].count('class="ec-mask') == masked  # the text, not the legend
     with pytest.raises(ValueError, match=rf"Replay frame must be a whole number from 0 to {len(replay)}; got 999"):
         check_frame(replay, 999)
@@ -155,8 +157,14 @@ DELETE = object()
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        ("format", "v0", "format: expected 'entropycache-trace/1'"),
-        ("lanes", [], "lanes: expected 2 lanes"),
+        ("format", "v0", "format: expected 'entropycache-trace/2'"),
+        ("lanes", [], "lanes: expected 2 (left, right) or 3 (left, middle, right) lanes, got 0"),
+        ("lanes.1.decoding.threshold", 2.0, "lanes[1].decoding: threshold must be"),
+        ("lanes.1.decoding.gen_len", 64, "lanes[1].decoding.gen_len: expected 32 (settings.gen_len), got 64"),
+        ("lanes.1.decoding", DELETE, "lanes[1]: missing decoding"),
+        ("lanes.0.finish_rank", 3, "lanes[0].finish_rank: expected 1 to 2, got 3"),
+        ("lanes.0.events.0.forward_s", "fast", "lanes[0].events[0].forward_s: expected a number, got text"),
+        ("weight_floor_s", -1, "weight_floor_s: expected a number from 0"),
         ("lanes.0.side", "right", "lanes[0].side: expected 'left'"),
         ("lanes.1.events.0.step", 3, "lanes[1].events[0].step: expected 0 (steps in order from 0), got 3"),
         ("lanes.1.events.0.confidences", [1.5], "lanes[1].events[0].confidences[0]: expected a number from 0 to 1"),

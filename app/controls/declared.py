@@ -16,6 +16,9 @@ from core.policies import POLICIES, Param
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
 DEFAULT_COMPARED = "none"
+# The paper's baseline: the exact decoder (`none`) one token per step, whatever the run's threshold or
+# steps (DecodeConfig.one_token_per_step). Not a policy of core's: a policy at a schedule of its own.
+VANILLA = "vanilla"
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ def compared_policies() -> list[str]:
     """Every registered policy but ours, 'none' (the exact baseline) first."""
     rest = sorted(name for name in POLICIES if name not in (OURS, DEFAULT_COMPARED))
     return [DEFAULT_COMPARED, *rest] if DEFAULT_COMPARED in POLICIES else rest
+
+
+def raced_policies() -> list[str]:
+    """What the Race's compared lane may be: vanilla decoding first (the paper's baseline), then every
+    compared policy at EntropyCache's own settings."""
+    return [VANILLA, *compared_policies()]
 
 
 def probed_policies() -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gradio as gr
@@ -77,23 +77,38 @@ def bounded_slider(control: Control, value: float | None = None, prefix: str = "
                       elem_id=f"{prefix}ctl-{control.key}")
 
 
-# The controls an example prompt may set, from what its model declares for its task: the decode
-# settings but the lengths, which are the model's own.
-EXAMPLE_SET = tuple(key for key in DECODE_CONTROLS if key not in ("gen_len", "block_len"))
+# The controls an example prompt may set: its lengths (a long prompt is decoded at the paper's) and
+# what its model declares for its task (a story's temperature).
+EXAMPLE_SET = tuple(DECODE_CONTROLS)
+LENGTHS = ("gen_len", "block_len")
 
 
 def declared_controls(registry: ModelRegistry) -> list[str]:
-    """The controls some model of the registry declares a setting of for an example's task."""
-    return sorted({key for label in registry.labels for settings in registry.choice(label).example_settings
-                   for key in settings if key in EXAMPLE_SET})
+    """The controls picking an example sets: the lengths, and those some example of a model of the
+    registry declares."""
+    declared = {key for label in registry.labels for example in registry.choice(label).example_list
+                for key in example.settings if key in EXAMPLE_SET}
+    return sorted(declared | set(LENGTHS))
 
 
 def example_controls(choice: ModelChoice, index: int, keys: list[str]) -> dict[str, int | float]:
-    """The controls `keys` (declared_controls) as picking example `index` sets them: to what its model
-    declares for the example's task, else to their defaults (a word problem after a story is greedy
-    again, and so is a model that declares nothing after one that does)."""
-    declared = choice.example_settings[index] if index < len(choice.example_settings) else {}
-    return {key: DECODE_CONTROLS[key].default if declared.get(key) is None else declared[key] for key in keys}
+    """The controls `keys` (declared_controls) as picking example `index` sets them: to what the
+    example declares, else the lengths to the model's and the rest to their defaults (a word problem
+    after a story is greedy again, a short prompt after a long one takes the model's lengths)."""
+    declared = choice.example_list[index].settings if index < len(choice.example_list) else {}
+    defaults = {"gen_len": choice.gen_len, "block_len": choice.block_len}
+    return {key: declared[key] if declared.get(key) is not None else defaults.get(key, DECODE_CONTROLS[key].default)
+            for key in keys}
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a panel's inputs hold before a visitor touches them: the policy picked, the example in the
+    prompt box (by index, for a model choice), and controls set over what that example sets."""
+
+    policy: str | None = None  # None: the picker's first
+    example: Callable[[ModelChoice], int] = lambda choice: 0
+    controls: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +122,7 @@ class Inputs:
     controls: dict[str, gr.Slider]  # by RUN_CONTROLS key
     peer_controls: dict[str, gr.Slider]  # by PEER_CONTROLS key
     peer_groups: dict[str, gr.Row]  # each compared policy's sliders, shown while it is picked
+    opening: Opening  # which example a change of model puts in the prompt box
 
     def for_run(self) -> list[gr.components.Component]:
         """In the order of the run handler's parameters (RUN_INPUTS)."""
@@ -115,44 +131,51 @@ class Inputs:
         return [components[name] for name in RUN_INPUTS]
 
     def per_model(self) -> list[gr.components.Component]:
-        """What a change of model resets: its examples, the prompt, the lengths and what an example sets."""
-        return [self.examples, self.prompt, self.controls["gen_len"], self.controls["block_len"],
-                *self.per_example()]
+        """What a change of model resets: its examples, the prompt and what an example sets."""
+        return [self.examples, self.prompt, *self.per_example()]
 
     def per_example(self) -> list[gr.components.Component]:
-        """The controls an example prompt may set (example_controls): the decode settings but the lengths."""
+        """The controls an example prompt may set (example_controls)."""
         return [self.controls[key] for key in EXAMPLE_SET]
 
 
+def example_samples(choice: ModelChoice) -> list[list[str]]:
+    """The examples list's rows: each example's title (a long prompt's full text would fill the page)."""
+    return [[example.title] for example in choice.example_list]
+
+
 def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] | None = None,
-                 policy_label: str = "Compared policy (left panel)", run_label: str = "Run") -> Inputs:
-    """`policies`: the policy picker's choices, the first one picked (default: compared_policies())."""
+                 policy_label: str = "Compared policy (left panel)", run_label: str = "Run",
+                 opening: Opening = Opening()) -> Inputs:
+    """`policies`: the policy picker's choices (default: compared_policies()); `opening`: what the
+    inputs hold at first (default: the first policy, the first example)."""
     policies = compared_policies() if policies is None else policies
     first = registry.choice(registry.labels[0])
+    index = opening.example(first)
     with gr.Row():
         with gr.Column(scale=3):
-            prompt = gr.Textbox(first.examples[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
-                                elem_id=f"{prefix}prompt")
-            examples = gr.Dataset(components=[prompt], samples=[[e] for e in first.examples], type="index",
+            prompt = gr.Textbox(first.examples[index], label="Prompt", lines=3, max_lines=12,
+                                max_length=MAX_PROMPT_CHARS, elem_id=f"{prefix}prompt")
+            examples = gr.Dataset(components=[prompt], samples=example_samples(first), type="index",
                                   label="Example prompts for this model", elem_id=f"{prefix}examples")
         with gr.Column(scale=2):
             model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            policy = gr.Dropdown(policies, value=policies[0], label=policy_label, elem_id=f"{prefix}policy")
+            policy = gr.Dropdown(policies, value=opening.policy or policies[0], label=policy_label,
+                                 elem_id=f"{prefix}policy")
             with gr.Row():
                 run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
-    defaults = {"gen_len": first.gen_len, "block_len": first.block_len,
-                **example_controls(first, 0, declared_controls(registry))}
+    defaults = example_controls(first, index, declared_controls(registry)) | opening.controls
     with gr.Accordion("Controls", open=True):
         controls = {}
         for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
             with gr.Row():
                 controls.update({key: bounded_slider(RUN_CONTROLS[key], defaults.get(key), prefix) for key in row})
-        peer_controls, peer_groups = _peer_sliders(prefix, policies)
-    return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups)
+        peer_controls, peer_groups = _peer_sliders(prefix, policies, opening.policy or policies[0])
+    return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups, opening)
 
 
-def _peer_sliders(prefix: str, policies: list[str]) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
+def _peer_sliders(prefix: str, policies: list[str], picked: str) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
     """One row of sliders per compared policy that has parameters, visible while that policy is picked.
     Every peer control gets a slider (the handler takes them all); those of policies the picker does
     not offer stay hidden."""
@@ -160,7 +183,7 @@ def _peer_sliders(prefix: str, policies: list[str]) -> tuple[dict[str, gr.Slider
     for name in compared_policies():
         own = [control for control in PEER_CONTROLS.values() if control.policy == name]
         if own:
-            with gr.Row(visible=name == policies[0], elem_id=f"{prefix}peer-{name}") as groups[name]:
+            with gr.Row(visible=name == picked, elem_id=f"{prefix}peer-{name}") as groups[name]:
                 sliders.update({control.key: bounded_slider(control, prefix=prefix) for control in own})
     return sliders, groups
 
@@ -190,8 +213,7 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
 
     def model_inputs(label: str) -> Outputs:
         c = registry.choice(label)
-        return {ins.examples: gr.Dataset(samples=[[e] for e in c.examples]),
-                ins.controls["gen_len"]: c.gen_len, ins.controls["block_len"]: c.block_len} | example_inputs(c, 0)
+        return {ins.examples: gr.Dataset(samples=example_samples(c))} | example_inputs(c, ins.opening.example(c))
 
     def pick_example(index: int | None, label: str) -> Outputs:
         c = registry.choice(label)

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, decode_config
+from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
 from app.serving.registry import ModelRegistry
 from core.decoder import DecodeConfig
 from core.policies import CachePolicy, make_policy
 
-MAX_PROMPT_CHARS = 2000
+MAX_PROMPT_CHARS = 6000  # the longest example prompt (a passage of ~1,000 tokens) is ~4,500
 
 
 class RawRun(NamedTuple):
@@ -31,20 +31,38 @@ class RawRun(NamedTuple):
 
 
 @dataclass(frozen=True)
+class LaneRun:
+    """One decode of a run: a policy, built for this decode alone (it keeps its decode's state), at
+    the lane's own settings."""
+
+    side: str  # the Race's 'left' (the pick), 'middle' (the pick at EntropyCache's settings), 'right'
+    policy: CachePolicy
+    config: DecodeConfig
+
+    @property
+    def decoding(self) -> dict:
+        """The lane's decode settings as a trace records them (None: an optional one unset)."""
+        return {p.name: getattr(self.config, p.name) for p in DecodeConfig.parameters}
+
+
+@dataclass(frozen=True)
 class Run:
     prompt: str
     model: str  # the registry's label
-    config: DecodeConfig
-    # Built once, for one decode each (a policy keeps its decode's state): the Race's (picked, ours),
-    # the Drift tab's (picked,).
-    policies: tuple[CachePolicy, ...]
+    config: DecodeConfig  # the settings the controls say: EntropyCache's in the Race
+    # The Race's lanes, left to right; the Drift tab's one decode.
+    lanes: tuple[LaneRun, ...]
     settings: dict  # the checked controls by name, as a trace records them (0: an optional one unset)
+
+    @property
+    def policies(self) -> tuple[CachePolicy, ...]:
+        return tuple(lane.policy for lane in self.lanes)
 
     @property
     def max_steps(self) -> int:
         """The most steps a lane takes: one token per step, or `steps`. (With a threshold a block runs
         until it is done, at least one token a step: gen length steps at most.)"""
-        return self.config.steps or self.config.gen_len
+        return max(lane.config.steps or lane.config.gen_len for lane in self.lanes)
 
 
 def check_prompt(prompt: object) -> str:
@@ -74,8 +92,28 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     config = decode_config(values, registry.graphs)
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
-    picked = make_policy(OURS, **ours) if raw.policy == OURS else make_policy(raw.policy, **own)
-    policies = (picked, make_policy(OURS, **ours)) if against_ours else (picked,)
     registry.check_prompt(str(raw.model), text)
     settings = {"prompt": text, "model": str(raw.model), "policy": str(raw.policy), **values, "compared_params": own}
-    return Run(text, str(raw.model), config, policies, settings)
+    lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (
+        LaneRun("left", _picked(str(raw.policy), own, ours), config),)
+    return Run(text, str(raw.model), config, lanes, settings)
+
+
+def race_lanes(picked: str, own: dict, ours: dict, config: DecodeConfig) -> tuple[LaneRun, ...]:
+    """The Race's lanes: the pick at its settings (vanilla: one token per step), EntropyCache at the
+    controls'. Where the two settings differ, a middle lane runs the pick at EntropyCache's settings,
+    so that the speedup splits into two factors, each measured between two lanes: the settings
+    (parallel decoding) and the cache."""
+    vanilla = picked == VANILLA
+    compared = config.one_token_per_step() if vanilla else config
+    lanes = [LaneRun("left", _picked(picked, own, ours), compared)]
+    if compared != config:
+        lanes.append(LaneRun("middle", _picked(picked, own, ours), config))
+    return (*lanes, LaneRun("right", make_policy(OURS, **ours), config))
+
+
+def _picked(name: str, own: dict, ours: dict) -> CachePolicy:
+    """A new instance of the picked policy: vanilla decoding's is `none`."""
+    if name == VANILLA:
+        return make_policy("none")
+    return make_policy(OURS, **ours) if name == OURS else make_policy(name, **own)

@@ -20,6 +20,7 @@ from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
+from core.forward_cost import weight_read_floor_s
 from core.passes import capture_ahead
 
 
@@ -47,6 +48,7 @@ class Snapshot:
     stepped: int  # index of the lane that took the latest step
     finished: bool  # every lane is done
     capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
+    floor_s: float | None = None  # on a GPU, reading every weight once (core.forward_cost.weight_read_floor_s)
 
     @property
     def graphs_s(self) -> float:
@@ -66,12 +68,14 @@ def race(
     should_stop: Callable[[], bool] = lambda: False,
     wall_clock: Callable[[], float] = time.perf_counter,
     capture_s: float = 0.0,
+    floor_s: float | None = None,
 ) -> Iterator[Snapshot]:
     """Step the decoders fairly; yield Snapshots. Closing this generator closes every decoder.
 
     throttle_s=0 yields after every step. `should_stop` is polled before each step: when it turns
     true the race ends without a further snapshot (the caller asked to cancel). `capture_s`: what
-    capturing graphs cost before the race, told in every snapshot.
+    capturing graphs cost before the race, and `floor_s` the device's weight-read floor, told in
+    every snapshot.
     """
     if len(decoders) != len(names) or not decoders:
         raise ValueError("one name per decoder, at least one decoder")
@@ -90,7 +94,7 @@ def race(
             end = all(lane.done for lane in lanes)
             if just_finished or end or throttle.due():
                 throttle.handing_over()
-                yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end, capture_s)
+                yield Snapshot(tuple(_copy(lane) for lane in lanes), i, end, capture_s, floor_s)
                 throttle.rendered()
     finally:
         for d in decoders:
@@ -115,18 +119,20 @@ def race_snapshots(
     model, prompt_ids: list[int], run: Run, throttle_s: float = DEFAULT_THROTTLE_S,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[Snapshot]:
-    """The run's two policies on the same prompt ids, seed and settings, raced fairly (see race). On
-    the graphed path the passes both lanes will need are captured first (core.passes.capture_ahead),
-    so neither lane's first steps wait for a capture; a race's length is the visitor's, so this is
-    where it can be done, and what it costs is told in the status line, on neither clock.
+    """The run's lanes, each its policy at its settings, on the same prompt ids and seed, raced fairly
+    (see race). On the graphed path the passes every lane will need are captured first
+    (core.passes.capture_ahead), so no lane's first steps wait for a capture; a race's length is the
+    visitor's, so this is where it can be done, and what it costs is told in the status line, on no
+    clock. On a GPU the weight-read floor is measured here, once per device, on no clock either.
 
     A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
     """
     config, length = run.config, len(prompt_ids) + run.config.gen_len
-    captured = capture_ahead(model, length, config.block_len, config.graphs)
-    decoders = [decode(model, prompt_ids, policy, config) for policy in run.policies]
-    yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop,
-                    capture_s=captured)
+    captured = capture_ahead(model, length, config.block_len, config.graphs, lanes=len(run.lanes))
+    floor_s = weight_read_floor_s(model)
+    decoders = [decode(model, prompt_ids, lane.policy, lane.config) for lane in run.lanes]
+    yield from race(decoders, [lane.policy.describe() for lane in run.lanes], throttle_s, should_stop,
+                    capture_s=captured, floor_s=floor_s)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,10 @@
-"""The Race tab's panels: the banner, two lanes (speed, text, the replay's story, entropy trace,
-recomputed rows) and the results, and how a rendered Update (app/race/render.py) fills them. A race
-and its replay draw into the same panels.
+"""The Race tab's panels: the banner, the time panel, a lane per side (speed, text, the replay's story,
+entropy trace, recomputed rows; the middle lane shown only in a race that has one) and the results,
+and how a rendered Update (app/race/render.py) fills them. A race and its replay draw into the same
+panels.
+
+Every output has a name (OUTPUT_NAMES, in the HTTP API's order), so that a client reads a race's
+outputs by name (app/race/client.py), not by position.
 """
 
 from __future__ import annotations
@@ -11,10 +15,22 @@ import gradio as gr
 import pandas as pd
 from gradio.blocks import Block
 
-from app.race.render import SIDES, Final, LaneView, Update
+from app.race.comparison import SIDE_TITLES
+from app.race.render import Final, LaneView, Update
 from app.race.speed import SUMMARY_HEADERS
 from app.serving.runner import Outputs
 from app.widgets.banner import banner
+
+SIDES = tuple(SIDE_TITLES)  # left, middle, right
+LANE_PARTS = ("speed", "text", "entropy", "rows")  # what a race and a replay draw in a lane at every update
+LANES = tuple(f"{side}.{part}" for side in SIDES for part in LANE_PARTS)
+# What an API client gets, by name, in order. The middle lane's column is among a handler's outputs (it
+# is shown or hidden) but, a layout block, not among the HTTP API's.
+# Every update of a race or a replay (RacePanels.drawn): banner, time panel, each side's lane, the middle
+# lane's final text (shown or hidden with its lane).
+DRAWN_NAMES = ("status", "time", *LANES, "middle.final")
+# `/run` (RacePanels.outputs): banner, time panel, each side's lane, each side's final text, summary, trace.
+OUTPUT_NAMES = ("status", "time", *LANES, *(f"{side}.final" for side in SIDES), "summary", "trace")
 
 
 @dataclass(frozen=True)
@@ -24,9 +40,10 @@ class LanePanels:
     story: gr.Markdown  # the replay's story of the step on screen, under the text
     entropy: gr.Plot
     rows: gr.Plot
+    final: gr.Textbox  # the lane's final text, under "Result"
 
     def drawn(self) -> list[Block]:
-        """What a race and a replay draw at every update, in the HTTP API's order."""
+        """What a race and a replay draw at every update, in LANE_PARTS' order."""
         return [self.speed, self.text, self.entropy, self.rows]
 
     def show(self, lane: LaneView) -> Outputs:
@@ -37,51 +54,68 @@ class LanePanels:
 @dataclass(frozen=True)
 class RacePanels:
     status: gr.HTML
-    lanes: tuple[LanePanels, LanePanels]
-    finals: tuple[gr.Textbox, gr.Textbox]  # each lane's final text
+    time: gr.HTML  # where each lane's time goes (app/race/time_panel.py)
+    lanes: dict[str, LanePanels]  # by side: left, middle, right
+    middle: gr.Column  # the middle lane, shown only in a race that has one
+    middle_final: gr.Textbox  # its final text, shown with it
     summary: gr.Dataframe
     trace: gr.File  # the whole trace, to download (and to replay)
 
     def outputs(self) -> list[Block]:
-        """What a race updates, in the HTTP API's order (`/run`): banner, each lane's four parts, the
-        final texts, summary, trace."""
-        return [self.status, *(c for lane in self.lanes for c in lane.drawn()), *self.finals, self.summary,
-                self.trace]
+        """What a race updates, in the HTTP API's order (OUTPUT_NAMES)."""
+        lanes = [c for side in SIDES for c in self.lanes[side].drawn()]
+        return [self.status, self.time, *lanes, self.middle, *(self.lanes[side].final for side in SIDES),
+                self.summary, self.trace]
+
+    def drawn(self) -> list[Block]:
+        """What every update of a race or a replay may change: the banner, the time panel, every lane's
+        parts and whether the middle lane shows."""
+        return [self.status, self.time, *(c for side in SIDES for c in self.lanes[side].drawn()), self.middle,
+                self.middle_final]
 
     def show(self, update: Update) -> Outputs:
-        """The banner and both lanes, and the results once the race has them."""
-        out = {self.status: update.banner_html}
-        for panels, lane in zip(self.lanes, update.lanes):
-            out |= panels.show(lane)
-        return out | self.results(update.final) if update.final is not None else out
+        """The banner, the time panel and the lanes the race has, and the results once the race has them."""
+        out = {self.status: update.banner_html, self.time: update.time_html} | self.shown(update.sides)
+        for side, lane in zip(update.sides, update.lanes):
+            out |= self.lanes[side].show(lane)
+        return out | self.results(update.sides, update.final) if update.final is not None else out
 
-    def results(self, final: Final) -> Outputs:
-        texts = dict(zip(self.finals, final.texts))
+    def shown(self, sides: tuple[str, ...]) -> Outputs:
+        """The middle lane and its final text, visible in a race that has one."""
+        middle = "middle" in sides
+        return {self.middle: gr.Column(visible=middle), self.middle_final: gr.Textbox(visible=middle)}
+
+    def results(self, sides: tuple[str, ...], final: Final) -> Outputs:
+        texts = {self.lanes[side].final: text for side, text in zip(sides, final.texts)}
         return texts | {self.summary: pd.DataFrame(final.summary, columns=SUMMARY_HEADERS),
                         self.trace: str(final.trace_path)}
 
     def cleared(self) -> Outputs:
         """No results: a new race's go at once."""
-        return {self.finals[0]: "", self.finals[1]: "", self.summary: None, self.trace: None}
+        return {**{self.lanes[side].final: "" for side in SIDES}, self.summary: None, self.trace: None}
 
 
 def build_race_panels() -> RacePanels:
-    """The lanes side by side under the banner, then the results (call inside the Race tab)."""
+    """The lanes side by side under the banner and the time panel, then the results (call inside the
+    Race tab)."""
     status = gr.HTML(banner("Press Run to start the race."), elem_id="banner")
-    lanes = []
+    time = gr.HTML(elem_id="time-panel")
+    columns, parts = {}, {}
     with gr.Row(equal_height=False):
-        for i, side in enumerate(SIDES):
-            with gr.Column(elem_id=f"lane-{i}"):
-                lanes.append(LanePanels(
-                    speed=gr.HTML(elem_id=f"speed-{i}"),
-                    text=gr.HTML(label=f"{side}: text", elem_id=f"text-{i}"),
-                    story=gr.Markdown(elem_id=f"story-{i}"),
-                    entropy=gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{i}"),
-                    rows=gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{i}"),
-                ))
+        for side in SIDES:
+            with gr.Column(elem_id=f"lane-{side}", visible=side != "middle") as columns[side]:
+                parts[side] = dict(
+                    speed=gr.HTML(elem_id=f"speed-{side}"),
+                    text=gr.HTML(label=f"{SIDE_TITLES[side]}: text", elem_id=f"text-{side}"),
+                    story=gr.Markdown(elem_id=f"story-{side}"),
+                    entropy=gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{side}"),
+                    rows=gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{side}"),
+                )
     gr.Markdown("### Result")
     with gr.Row():
-        finals = tuple(gr.Textbox(label=f"{side}: final text", lines=3, interactive=False) for side in SIDES)
+        finals = {side: gr.Textbox(label=f"{SIDE_TITLES[side]}: final text", lines=3, interactive=False,
+                                   visible=side != "middle", elem_id=f"final-{side}") for side in SIDES}
     summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False)
     trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
-    return RacePanels(status, tuple(lanes), finals, summary, trace)
+    lanes = {side: LanePanels(**parts[side], final=finals[side]) for side in SIDES}
+    return RacePanels(status, time, lanes, columns["middle"], finals["middle"], summary, trace)

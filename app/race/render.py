@@ -1,5 +1,6 @@
-"""The Race tab's renderer: a race's snapshots (app/race/decode.py) as HTML and figures, two lanes of
-them and, at the end, the results and the written trace; a replayed trace is drawn the same way.
+"""The Race tab's renderer: a race's snapshots (app/race/decode.py) as HTML and figures, a lane of them
+per decoder, the time panel and, at the end, the results and the written trace; a replayed trace is
+drawn the same way.
 
 Data flows one way: the decoder yields events, this module only reads them. No gradio here.
 """
@@ -12,14 +13,14 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from app.controls.run import Run
+from app.race.comparison import Comparison, LaneLabel, speedup
 from app.race.decode import Lane, Snapshot
-from app.race.speed import banner_html, speed_html, speedup, summary_rows
+from app.race.speed import banner_html, speed_html, summary_rows
+from app.race.time_panel import time_html
 from app.race.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
 from app.widgets.lane_plots import entropy_figure, rows_figure
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
 from core.loading import answer_text, chat_prompt_ids
-
-SIDES = ("Left: compared", "Right: EntropyCache")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class LaneView:
 
 @dataclass(frozen=True)
 class Final:
-    texts: tuple[str, str]
+    texts: tuple[str, ...]  # each lane's, left to right
     summary: list[list]
     trace_path: Path
 
@@ -41,7 +42,9 @@ class Final:
 @dataclass(frozen=True)
 class Update:
     banner_html: str
-    lanes: tuple[LaneView, LaneView]
+    time_html: str
+    lanes: tuple[LaneView, ...]  # left to right, one per lane of the race
+    sides: tuple[str, ...]  # each lane's side: left, (middle,) right
     final: Final | None = None  # only on the last update of a race that ran to the end
 
 
@@ -55,18 +58,23 @@ class Layout:
     max_steps: int  # the plots' step axis
     n_layers: int
     prompt_len: int
-    policies: tuple[str, str]
+    labels: tuple[LaneLabel, ...]
+    floor_s: float | None = None  # on a GPU, the weight-read floor (Snapshot.floor_s)
 
     @property
     def length(self) -> int:
         return self.prompt_len + self.gen_len
 
+    @property
+    def comparison(self) -> Comparison:
+        return Comparison(self.labels)
+
     @classmethod
     def for_run(cls, model, tokenizer, run: Run, prompt_len: int) -> Layout:
         cfg = model.config
+        labels = tuple(LaneLabel.of(lane) for lane in run.lanes)
         return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), run.config.gen_len,
-                   run.settings["tau"], run.max_steps, cfg.n_layers, prompt_len,
-                   tuple(policy.describe() for policy in run.policies))
+                   run.settings["tau"], run.max_steps, cfg.n_layers, prompt_len, labels)
 
 
 class Renderer:
@@ -79,13 +87,23 @@ class Renderer:
         self._cache: dict[int, tuple[int, int, LaneView]] = {}
 
     def update(self, snap: Snapshot, message: str = "") -> Update:
-        base, ours = snap.lanes
-        return Update(banner_html(base, ours, message, snap.graphs_s), (self._lane(0, base), self._lane(1, ours)))
+        lay = self.layout
+        floor_s = snap.floor_s if snap.floor_s is not None else lay.floor_s
+        return Update(banner_html(snap.lanes, lay.comparison, message, snap.graphs_s),
+                      time_html(snap.lanes, lay.labels, lay.length, floor_s),
+                      tuple(self._lane(i, lane) for i, lane in enumerate(snap.lanes)), self.sides)
 
     def empty(self, message: str) -> Update:
         """Before the first step: all masks, empty plots, a message in the banner."""
-        lanes = (Lane(self.layout.policies[0]), Lane(self.layout.policies[1]))
-        return Update(banner_html(*lanes, message=message), (self._lane(0, lanes[0]), self._lane(1, lanes[1])))
+        lay = self.layout
+        lanes = tuple(Lane(label.policy) for label in lay.labels)
+        return Update(banner_html(lanes, lay.comparison, message=message),
+                      time_html(lanes, lay.labels, lay.length, lay.floor_s),
+                      tuple(self._lane(i, lane) for i, lane in enumerate(lanes)), self.sides)
+
+    @property
+    def sides(self) -> tuple[str, ...]:
+        return tuple(label.side for label in self.layout.labels)
 
     def _lane(self, i: int, lane: Lane) -> LaneView:
         key = (len(lane.events), lane.finish_rank or 0)
@@ -93,11 +111,12 @@ class Renderer:
         if cached and cached[:2] == key:
             return cached[2]
         lay = self.layout
+        label = lay.labels[i]
         cursor = lane.last.step if self.cursor and lane.last else None
         view = LaneView(
-            speed_html=speed_html(lane, SIDES[i], lay.policies[i]),
+            speed_html=speed_html(lane, label),
             text_html=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
-            entropy_fig=entropy_figure(lane.events, lay.tau, lay.max_steps, f"Entropy: {lay.policies[i]}", cursor),
+            entropy_fig=entropy_figure(lane.events, lay.tau, lay.max_steps, f"Entropy: {label.policy}", cursor),
             rows_fig=rows_figure(lane.events, lay.n_layers, lay.max_steps, lay.length, lay.prompt_len, cursor),
             tokens=list(lane.last.tokens) if lane.last else [],
         )
@@ -111,7 +130,7 @@ class RaceRenderer(Renderer):
     def __init__(self, model, tokenizer, run: Run, trace_dir: Path = TRACE_DIR) -> None:
         self.run = run
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # both decoders get these very ids
+        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # every decoder gets these very ids
         super().__init__(Layout.for_run(model, tokenizer, run, len(self.prompt_ids)))
         self.trace_dir = trace_dir
 
@@ -120,9 +139,8 @@ class RaceRenderer(Renderer):
         return replace(update, final=self.final(snap)) if snap.finished else update
 
     def final(self, snap: Snapshot) -> Final:
-        base, ours = snap.lanes
         lay = self.layout
-        texts = tuple(answer_text(self.tokenizer, la.last) for la in (base, ours))
-        data = trace_dict(self.run.settings, self.prompt_ids, (base, ours), lay.policies, texts,
-                          speedup(base, ours), TraceModel.of(lay, base, ours))
-        return Final(texts, summary_rows(base, ours, lay.policies), write_trace(data, self.trace_dir))
+        texts = tuple(answer_text(self.tokenizer, lane.last) for lane in snap.lanes)
+        data = trace_dict(self.run.settings, self.prompt_ids, snap.lanes, lay.labels, texts,
+                          speedup(snap.lanes[0], snap.lanes[-1]), TraceModel.of(lay, *snap.lanes), snap.floor_s)
+        return Final(texts, summary_rows(snap.lanes, lay.labels), write_trace(data, self.trace_dir))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from app.race.comparison import LaneLabel
 from app.race.decode import Lane, Snapshot
 from app.race.render import Layout
 from app.race.trace_reader import Trace
@@ -54,16 +55,16 @@ class Replay:
         s, m = t.settings, t.model
         max_steps = max(s["gen_len"], *(len(lane.events) for lane in t.lanes))
         text = TokenText.from_pieces(m.pieces, m.sep, m.mask_id, m.eos_ids)
-        return Layout(text, s["gen_len"], s["tau"], max_steps, m.n_layers, len(t.prompt_ids),
-                      (t.lanes[0].policy, t.lanes[1].policy))
+        labels = tuple(LaneLabel(lane.side, lane.policy, lane.decoding) for lane in t.lanes)
+        return Layout(text, s["gen_len"], s["tau"], max_steps, m.n_layers, len(t.prompt_ids), labels, t.floor_s)
 
-    def counts(self, n: int) -> tuple[int, int]:
+    def counts(self, n: int) -> tuple[int, ...]:
         """How many steps of each lane the first n frames show."""
         n = self.clamp(n)
-        shown = [0, 0]
+        shown = [0] * len(self.trace.lanes)
         for frame in self.frames[:n]:
             shown[frame.lane] += 1
-        return shown[0], shown[1]
+        return tuple(shown)
 
     def snapshot(self, n: int) -> Snapshot:
         """The race as it stood after its first n frames (0: before any step)."""

@@ -20,11 +20,11 @@ from pathlib import Path
 import gradio as gr
 from gradio.blocks import Block
 
+from app.race.comparison import Comparison, speedup
 from app.race.decode import Snapshot
-from app.race.panels import RacePanels
+from app.race.panels import DRAWN_NAMES, SIDES, RacePanels
 from app.race.render import Renderer
 from app.race.replay import DEFAULT_PACE, PACES, Replay
-from app.race.speed import speedup
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refused
@@ -37,6 +37,9 @@ measured compute time, so the faster policy still pulls ahead by the measured ra
 again. Or load a trace downloaded from this app (also one recorded on a GPU).
 **Keys** (outside a text box): **space** plays or pauses, **left / right arrow** step back / forward."""
 NO_REPLAY = "Nothing to replay yet: run a race first (then press Replay this race), or load a trace file."
+# What a replay's endpoints return, in order (ReplayPanel.outputs): what a race draws, each lane's story,
+# the frame slider and the frame number.
+REPLAY_OUTPUT_NAMES = (*DRAWN_NAMES, *(f"{side}.story" for side in SIDES), "slider", "frame")
 REPLAY_CONCURRENCY = 16  # playing replays sleep between frames: they hold a worker, not the CPU
 
 # Space plays/pauses, arrows step, whenever the replay panel is on screen and no text field has the focus
@@ -90,17 +93,18 @@ def check_pace(pace: object) -> str:
     return pace
 
 
-def replay_banner(snap: Snapshot, message: str) -> str:
-    """Where the replay is, and the speedup measured up to the frame on screen."""
-    base, ours = snap.lanes
+def replay_banner(snap: Snapshot, comparison: Comparison, message: str) -> str:
+    """Where the replay is, the speedup measured up to the frame on screen, and which comparison it is."""
+    base, ours = snap.lanes[0], snap.lanes[-1]
     s = speedup(base, ours)
     if s is None:
         ratio = ""
-    elif base.done and ours.done:
+    elif all(lane.done for lane in snap.lanes):
         ratio = f" EntropyCache finished: <b>{s:.2f}x</b> speedup (measured)."
     else:
         ratio = f" Speedup so far: <b>{s:.2f}x</b> (decode rate, measured compute time)."
-    return banner(f"{html.escape(message)}{ratio}")
+    words = f" <span class='ec-note'>{html.escape(comparison.words(), quote=False)}.</span>"
+    return banner(f"{html.escape(message)}{ratio}{words}")
 
 
 def story(replay: Replay, lane: int, shown: int, renderer: Renderer) -> str:
@@ -122,20 +126,19 @@ class ReplayPanel:
     frame: gr.Number  # the frame on screen, as the handlers read it
 
     def outputs(self) -> list[Block]:
-        """What a frame updates, in the HTTP API's order: the race's banner and lanes, each lane's story,
-        the frame slider and the frame number."""
-        lanes = self.race.lanes
-        return [self.race.status, *(c for lane in lanes for c in lane.drawn()), *(lane.story for lane in lanes),
-                self.slider, self.frame]
+        """What a frame updates, in the HTTP API's order: the race's banner, time panel and lanes, each
+        lane's story, the frame slider and the frame number."""
+        return [*self.race.drawn(), *(self.race.lanes[side].story for side in SIDES), self.slider, self.frame]
 
     def show_frame(self, replay: Replay, n: int, state: str, renderer: Renderer | None = None) -> Outputs:
         renderer = renderer or Renderer(replay.layout(), cursor=True)
         snap = replay.snapshot(n)
         clock = max(lane.clock for lane in snap.lanes)
         message = f"Replay {state}: frame {n} of {len(replay)}, compute clock {clock:.3f} s."
-        out = self.race.show(renderer.update(snap)) | {self.race.status: replay_banner(snap, message)}
-        for lane, (panels, shown) in enumerate(zip(self.race.lanes, replay.counts(n))):
-            out[panels.story] = story(replay, lane, shown, renderer)
+        update = renderer.update(snap)
+        out = self.race.show(update) | {self.race.status: replay_banner(snap, renderer.layout.comparison, message)}
+        for lane, (side, shown) in enumerate(zip(update.sides, replay.counts(n))):
+            out[self.race.lanes[side].story] = story(replay, lane, shown, renderer)
         return out | {self.slider: gr.Slider(maximum=len(replay), value=n), self.frame: n}
 
     def refused(self, error: ValueError) -> Outputs:
@@ -214,7 +217,7 @@ def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:
     slider.release(panel.show, [replay, slider], outputs, cancels=stops, api_visibility="private")
     prev.click(lambda r, f: panel.step(r, f, -1), [replay, frame], outputs, cancels=stops, api_visibility="private")
     nxt.click(lambda r, f: panel.step(r, f, 1), [replay, frame], outputs, cancels=stops, api_visibility="private")
-    stories = [lane.story for lane in race.lanes]
+    stories = [race.lanes[side].story for side in SIDES]
     run_button.click(lambda: dict.fromkeys(stories, ""), None, stories, queue=False, cancels=stops,
                      api_visibility="private")
     return panel

@@ -7,29 +7,17 @@ app/race/decode.py, and core/device.py for the clock), so rendering and network 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
+from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.widgets.banner import banner
 
-SUMMARY_HEADERS = ["side", "policy", "steps", "full steps", "rows computed", "compute s", "tokens", "tokens/s",
-                   "speedup vs left"]
+SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
+                   "tokens/s", "speedup vs left"]
 
 
-def speedup(base: Lane, ours: Lane) -> float | None:
-    """How much faster `ours` decodes than `base`, as measured.
-
-    While running: the ratio of their decode rates (positions unmasked per compute second), the only
-    comparison that is fair before both are done. Once both are done: the ratio of their total
-    compute times, i.e. time to finish.
-    """
-    if base.done and ours.done:
-        return base.clock / ours.clock if ours.clock > 0 else None
-    if not (base.clock and ours.clock and base.decoded and ours.decoded):
-        return None
-    return (ours.decoded / ours.clock) / (base.decoded / base.clock)
-
-
-def speed_html(lane: Lane, title: str, policy: str) -> str:
+def speed_html(lane: Lane, label: LaneLabel) -> str:
     t = lane.last.totals if lane.last else None
     if lane.done:
         state = "finished first" if lane.finish_rank == 1 else "finished"
@@ -45,44 +33,60 @@ def speed_html(lane: Lane, title: str, policy: str) -> str:
     cells = "".join(f"<tr><td>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
     flag = "ec-first" if lane.finish_rank == 1 else ""
     return (
-        f'<div class="ec-speed {flag}"><div class="ec-speed-title">{html.escape(title)} '
-        f'<code>{html.escape(policy)}</code> <span class="ec-state">{state}</span></div>'
-        f'<table>{cells}</table></div>'
+        f'<div class="ec-speed {flag}"><div class="ec-speed-title">{html.escape(label.title)} '
+        f'<code>{html.escape(label.policy)}</code> <span class="ec-state">{state}</span></div>'
+        f'<div class="ec-schedule">{html.escape(label.schedule)}</div><table>{cells}</table></div>'
     )
 
 
-def banner_html(base: Lane, ours: Lane, message: str = "", graphs_s: float = 0.0) -> str:
-    """The race's status line; `graphs_s`: what capturing CUDA graphs cost it (Snapshot.graphs_s), said
-    apart because it is on neither lane's clock."""
+def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = "", graphs_s: float = 0.0) -> str:
+    """The race's status line: the speedup of the right lane over the left one, its two factors where
+    a middle lane runs, and in words which comparison that is. `graphs_s`: what capturing CUDA graphs
+    cost the race (Snapshot.graphs_s), said apart because it is on no lane's clock."""
+    base, ours = lanes[0], lanes[-1]
     s = speedup(base, ours)
-    done = base.done and ours.done
+    done = all(lane.done for lane in lanes)
     if s is None:
-        text = "Decoding..." if (base.events or ours.events) else "Starting..."
+        text = "Decoding..." if any(lane.events for lane in lanes) else "Starting..."
     elif done:
-        text = f"EntropyCache finished in {ours.clock:.3f} s vs {base.clock:.3f} s: <b>{s:.2f}x</b> speedup (measured)"
+        text = (f"EntropyCache finished in {ours.clock:.3f} s vs {base.clock:.3f} s: <b>{s:.2f}x</b> speedup "
+                f"(measured){_factors(lanes, comparison)}")
     else:
-        text = f"Live speedup: <b>{s:.2f}x</b> (decode rate, measured compute time)"
-    notes = [message] if message else []
+        text = f"Live speedup: <b>{s:.2f}x</b> (decode rate, measured compute time){_factors(lanes, comparison)}"
+    notes = [comparison.words() + "."]
+    if message:
+        notes.append(message)
     if graphs_s:
-        notes.append(f"CUDA graphs captured in {graphs_s:.2f} s, once for this length: on neither lane's clock.")
-    extra = "".join(f" <span class='ec-note'>{html.escape(note)}</span>" for note in notes)
+        notes.append(f"CUDA graphs captured in {graphs_s:.2f} s, once for this length: on no lane's clock.")
+    extra = "".join(f" <span class='ec-note'>{html.escape(note, quote=False)}</span>" for note in notes)
     return banner(f"{text}{extra}")
 
 
-def summary_rows(base: Lane, ours: Lane, policies: tuple[str, str]) -> list[list]:
+def _factors(lanes: Sequence[Lane], comparison: Comparison) -> str:
+    """' = 12.9x from parallel decoding x 2.16x from the cache', each factor measured between two lanes."""
+    measured, names = factors(lanes), comparison.factor_names()
+    if measured is None or names is None or None in measured:
+        return ""
+    return (f" = <b>{measured[0]:.2f}x</b> from {html.escape(names[0])} (left to middle) &times; "
+            f"<b>{measured[1]:.2f}x</b> from {html.escape(names[1])} (middle to right)")
+
+
+def summary_rows(lanes: Sequence[Lane], labels: Sequence[LaneLabel]) -> list[list]:
+    base = lanes[0]
     out = []
-    for side, lane, policy in (("left", base, policies[0]), ("right", ours, policies[1])):
+    for lane, label in zip(lanes, labels):
         t = lane.last.totals
         ratio = base.clock / lane.clock if lane.clock else float("nan")
-        out.append([side, policy, t.steps, t.full_steps, f"{t.rows_fraction:.1%}", round(lane.clock, 4), t.tokens,
-                    round(t.tokens_per_s, 1), round(ratio, 2)])
+        out.append([label.side, label.policy, label.schedule, t.steps, t.full_steps, f"{t.rows_fraction:.1%}",
+                    round(lane.clock, 4), t.tokens, round(t.tokens_per_s, 1), round(ratio, 2)])
     return out
 
 
 CSS = """
 .ec-speed { border: 1px solid #ddd; border-radius: 8px; padding: 6px 10px; }
 .ec-speed.ec-first { border-color: #2ca02c; box-shadow: 0 0 0 2px #2ca02c33; }
-.ec-speed-title { font-weight: 600; margin-bottom: 4px; }
+.ec-speed-title { font-weight: 600; margin-bottom: 2px; }
+.ec-schedule { font-size: 12px; color: #444; margin-bottom: 4px; }
 .ec-state { font-weight: normal; color: #666; font-size: 12px; margin-left: 6px; }
 .ec-speed table { width: 100%; font-size: 13px; border-collapse: collapse; }
 .ec-speed table, .ec-speed tr, .ec-speed td { border: none !important; background: none !important; }

@@ -1,7 +1,12 @@
-"""The Race tab: the compared policy and EntropyCache decode one prompt on one shared compute clock,
-streamed into two lanes of panels (speed, text, entropy trace, recomputed rows), then the results.
+"""The Race tab: the compared lane and EntropyCache decode one prompt on one shared compute clock,
+streamed into lanes of panels (speed, text, entropy trace, recomputed rows), with where each lane's
+time goes, then the results.
 
-The handler checks its input once (app/controls/run.py) and runs through the tab runner
+The compared lane is vanilla decoding (the paper's baseline: no cache, one token per step) or any
+policy at EntropyCache's settings; where its settings differ from EntropyCache's, a middle lane runs
+the compared policy at EntropyCache's settings, so the speedup splits into two measured factors.
+Presets (app/controls/presets.py) set the paper's comparison and the cache alone. The handler
+checks its input once (app/controls/run.py) and runs through the tab runner
 (app/serving/runner.py); the race itself is app/race/decode.py, drawn by app/race/render.py into the
 panels of app/race/panels.py.
 """
@@ -10,23 +15,29 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.controls.declared import compared_policies
-from app.controls.panel import PanelTab, build_inputs, wire_inputs
+from app.controls.declared import RUN_CONTROLS, raced_policies
+from app.controls.panel import Inputs, Opening, PanelTab, build_inputs, wire_inputs
+from app.controls.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.controls.run import Run
 from app.race.decode import RaceJob
 from app.race.panels import RacePanels, build_race_panels
 from app.race.render import RaceRenderer
 from app.race.replay_panel import build_replay_panel
 from app.serving.context import AppContext
+from app.serving.registry import ModelRegistry
 from app.serving.runner import Outputs, TabView
 
 INTRO = """# EntropyCache: a decode race
-Two decoders unmask the same prompt with the same seed. **Left:** the policy you compare against
-(default: no cache, every step recomputes every row). **Right:** EntropyCache, which recomputes the
-whole cache only after a step that decoded an uncertain token (max entropy above *tau*).
-They advance on one shared clock of measured compute time, so the faster one finishes first. Compute
+The decoders unmask the same prompt with the same seed. **Left:** what you compare against, by default
+*vanilla* decoding, the paper's baseline (no cache, one token per step, every step recomputes every row).
+**Right:** EntropyCache, which recomputes the whole cache only after a step that decoded an uncertain
+token (max entropy above *tau*), here with parallel decoding (every token above a confidence threshold
+unmasked at once). When the two decode at different settings, a **middle** lane runs the compared policy
+at EntropyCache's settings, so the speedup splits into what parallel decoding gives and what the cache
+gives. They advance on one shared clock of measured compute time, so the fastest finishes first. Compute
 time is each step's own work (on a CPU, the time the decoding thread spent on its core): drawing this
-page and other visitors' runs never count."""
+page and other visitors' runs never count. A cache pays where the prompt is long: the presets race a
+long few-shot prompt, as the paper does."""
 
 
 class RaceView(TabView):
@@ -50,19 +61,56 @@ class RaceView(TabView):
 
 
 class RaceTab(PanelTab):
-    """The compared policy (the pick) against EntropyCache."""
+    """The compared lane (the pick) against EntropyCache."""
 
-    offered = compared_policies()
+    offered = raced_policies()
     against_ours = True
 
     def view(self, run: Run) -> RaceView:
         return RaceView(run, self.panels, self.ctx.throttle_s)
 
 
+def preset_opening(preset: Preset) -> Opening:
+    """The inputs as `preset` sets them, on a model's long example."""
+    return Opening(preset.policy, lambda choice: choice.paper_example, preset.controls())
+
+
+def preset_inputs(registry: ModelRegistry, inputs: Inputs, preset: Preset, label: str) -> Outputs:
+    """What a preset's button sets: the compared lane, every control, and the model's long example."""
+    choice = registry.choice(label)
+    values = preset.controls()
+    return {inputs.prompt: choice.examples[choice.paper_example], inputs.policy: preset.policy,
+            **{inputs.controls[key]: values[key] for key in RUN_CONTROLS}}
+
+
+def preset_buttons() -> dict[str, gr.Button]:
+    """A button per preset, with what it races, above the inputs (call inside the Race tab)."""
+    buttons = {}
+    with gr.Row(elem_id="presets"):
+        for preset in PRESETS:
+            with gr.Column(min_width=240):
+                buttons[preset.key] = gr.Button(preset.name, size="sm", elem_id=f"preset-{preset.key}")
+                gr.Markdown(preset.words, elem_classes="ec-note")
+    return buttons
+
+
+def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.Button]) -> None:
+    """Each preset's button (by key) sets the inputs as the preset says."""
+    outputs = [inputs.prompt, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS)]
+    for preset in PRESETS:
+        def apply(label: str, preset: Preset = preset) -> Outputs:
+            return preset_inputs(registry, inputs, preset, label)
+
+        buttons[preset.key].click(apply, inputs.model, outputs, api_visibility="private")
+
+
 def build_race_tab(ctx: AppContext) -> RaceTab:
     """The tab's layout and events (call inside a gr.Tab)."""
     gr.Markdown(INTRO)
-    inputs = build_inputs(ctx.registry, policies=RaceTab.offered)
+    buttons = preset_buttons()
+    inputs = build_inputs(ctx.registry, policies=RaceTab.offered, policy_label="Compared lane (left panel)",
+                          opening=preset_opening(DEFAULT_PRESET))
+    wire_presets(ctx.registry, inputs, buttons)
     panels = build_race_panels()
     tab = RaceTab(ctx, inputs, panels)
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "run", panels.status)

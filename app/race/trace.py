@@ -1,4 +1,4 @@
-"""The downloadable trace: every event of both decoders and the settings that produced them, as JSON,
+"""The downloadable trace: every event of every lane and the settings that produced them, as JSON,
 with what a replay needs to draw them (the text of every token in them, the mask and end-of-text
 ids, the layer count), so that a race recorded with any model replays anywhere (app/race/replay.py; a
 trace is read back strictly by app/race/trace_reader.py).
@@ -9,13 +9,17 @@ The file is written as every download is (app/serving/downloads.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from app.race.comparison import LaneLabel
 from app.race.decode import Lane
 from app.serving.downloads import DOWNLOAD_DIR, write_download
 
-TRACE_FORMAT = "entropycache-trace/1"
+TRACE_FORMAT = "entropycache-trace/2"  # /2: per-lane decode settings, a middle lane, pass times
+# A trace of the first format (two lanes at the run's settings, no pass times) still loads.
+OLD_FORMATS = ("entropycache-trace/1",)
 TRACE_DIR = DOWNLOAD_DIR
 
 
@@ -38,26 +42,30 @@ class TraceModel:
 
 
 def trace_dict(
-    params: dict, prompt_ids: list[int], lanes: tuple[Lane, Lane], policies: tuple[str, str], texts: tuple[str, str],
-    speedup: float | None, model: TraceModel,
+    params: dict, prompt_ids: list[int], lanes: Sequence[Lane], labels: Sequence[LaneLabel], texts: Sequence[str],
+    speedup: float | None, model: TraceModel, floor_s: float | None = None,
 ) -> dict:
+    """The trace of a race: its settings, and per lane its side, policy, own decode settings, text,
+    clock and events; `floor_s` the device's weight-read floor (None: on the CPU)."""
     return {
         "format": TRACE_FORMAT,
         "model": {**asdict(model), "pieces": {str(i): text for i, text in model.pieces.items()}},
         "settings": params,
         "prompt_ids": prompt_ids,
         "speedup": speedup,
+        "weight_floor_s": floor_s,
         "lanes": [
             {
-                "side": side,
-                "policy": policy,
+                "side": label.side,
+                "policy": label.policy,
+                "decoding": label.decoding,
                 "text": text,
                 "compute_s": lane.clock,
                 "finish_rank": lane.finish_rank,
                 "totals": lane.last.totals.to_dict() if lane.last else None,
                 "events": [e.to_dict() for e in lane.events],
             }
-            for side, lane, policy, text in zip(("left", "right"), lanes, policies, texts)
+            for lane, label, text in zip(lanes, labels, texts)
         ],
     }
 

@@ -10,8 +10,9 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from app.controls.declared import RUN_CONTROLS
-from app.race.trace import TRACE_FORMAT, TraceModel
+from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
+from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
+from core.decoder import DecodeConfig
 from core.events import StepEvent, Totals
 
 MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB
@@ -22,19 +23,21 @@ MAX_PIECES = 200_000
 MAX_CHARS = 200  # one token's text
 MAX_TEXT = 500_000  # a final text, a prompt
 MAX_STEP_S = 3600.0
-SIDES = ("left", "right")
+SIDES = {2: ("left", "right"), 3: ("left", "middle", "right")}  # by the number of lanes
 EVENT_FIELDS = [f.name for f in fields(StepEvent)]
 PROBE_FIELDS = ("drift_cos", "drift_l2", "volatility", "kv_change")  # a race's events have none
 TOTALS_FIELDS = [f.name for f in fields(Totals)]
 # Fields a step's event and totals gained after this format was first written out: a trace from
-# before them has none and reads as what they were then.
-LATER_FIELDS = {"capture_s": 0.0, "kv_change": None}  # CUDA graphs' capture time (core/passes.py), a probe's field
+# before them has none and reads as what they were then (pass times as not recorded).
+LATER_FIELDS = {"capture_s": 0.0, "kv_change": None, "forward_s": None, "choice_s": None}
+DECODING = [p.name for p in DecodeConfig.parameters]
 
 
 @dataclass(frozen=True)
 class RecordedLane:
     side: str
     policy: str
+    decoding: dict  # the lane's decode settings (core.decoder.DecodeConfig's declared fields)
     text: str
     finish_rank: int | None
     events: list[StepEvent]
@@ -46,7 +49,8 @@ class Trace:
     prompt_ids: list[int]
     speedup: float | None
     model: TraceModel
-    lanes: tuple[RecordedLane, RecordedLane]
+    lanes: tuple[RecordedLane, ...]  # left to right: two, or three with a middle lane
+    floor_s: float | None = None  # the weight-read floor of the GPU it was recorded on
 
 
 def read_trace(data: bytes) -> Trace:
@@ -57,9 +61,14 @@ def read_trace(data: bytes) -> Trace:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"The trace is not JSON: {str(e)[:200]}") from None
-    top = _object(raw, "the trace", ("format", "model", "settings", "prompt_ids", "speedup", "lanes"))
-    if top["format"] != TRACE_FORMAT:
-        raise ValueError(f"format: expected {TRACE_FORMAT!r} (a trace this app downloads), got {_show(top['format'])}")
+    if not isinstance(raw, dict):
+        raise ValueError(f"the trace: expected an object, got {_kind(raw)}")
+    fmt = raw.get("format")
+    if fmt not in (TRACE_FORMAT, *OLD_FORMATS):
+        raise ValueError(f"format: expected {TRACE_FORMAT!r} (a trace this app downloads), got {_show(fmt)}")
+    current = fmt == TRACE_FORMAT
+    top = _object(raw, "the trace", ("format", "model", "settings", "prompt_ids", "speedup", "lanes")
+                  + (("weight_floor_s",) if current else ()))
     settings = _settings(top["settings"])
     prompt_ids = [_int(v, f"prompt_ids[{i}]", 0, MAX_ID) for i, v in enumerate(_list(top["prompt_ids"], "prompt_ids",
                                                                                         MAX_LENGTH))]
@@ -67,12 +76,17 @@ def read_trace(data: bytes) -> Trace:
         raise ValueError(f"prompt_ids: expected 1 to {MAX_LENGTH - settings['gen_len']} ids, got {len(prompt_ids)}")
     model = _model(top["model"])
     speedup = None if top["speedup"] is None else _number(top["speedup"], "speedup", 0, 1e6)
-    lanes = _list(top["lanes"], "lanes", 2)
-    if len(lanes) != 2:
-        raise ValueError(f"lanes: expected 2 lanes (left and right), got {len(lanes)}")
+    floor_s = top.get("weight_floor_s")
+    floor_s = None if floor_s is None else _number(floor_s, "weight_floor_s", 0, MAX_STEP_S)
+    lanes = _list(top["lanes"], "lanes", 3 if current else 2)
+    if len(lanes) not in (SIDES if current else (2,)):
+        allowed = " or ".join(f"{n} ({', '.join(sides)})" for n, sides in SIDES.items() if current or n == 2)
+        raise ValueError(f"lanes: expected {allowed} lanes, got {len(lanes)}")
     shape = _Shape(len(prompt_ids), settings["gen_len"], model)
-    read = tuple(_lane(lane, f"lanes[{i}]", SIDES[i], shape) for i, lane in enumerate(lanes))
-    return Trace(settings, prompt_ids, speedup, model, read)
+    run_decoding = None if current else _run_decoding(settings)
+    sides = SIDES[len(lanes)]
+    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding) for i, lane in enumerate(lanes))
+    return Trace(settings, prompt_ids, speedup, model, read, floor_s)
 
 
 @dataclass(frozen=True)
@@ -116,10 +130,34 @@ def _model(raw: object) -> TraceModel:
     return TraceModel(mask_id, eos, n_layers, _str(m["sep"], "model.sep", 1), text)
 
 
-def _lane(raw: object, where: str, side: str, shape: _Shape) -> RecordedLane:
-    lane = _object(raw, where, ("side", "policy", "text", "compute_s", "finish_rank", "totals", "events"))
+def _run_decoding(settings: dict) -> dict:
+    """Every lane's decode settings in a trace of the first format: the run's controls."""
+    return {name: DECODE_CONTROLS[name].setting(settings[name]) for name in DECODING}
+
+
+def _decoding(raw: object, where: str, gen_len: int) -> dict:
+    """A lane's decode settings, as a DecodeConfig checks them, at the run's gen length."""
+    d = _object(raw, where, DECODING)
+    try:
+        config = DecodeConfig(**d)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    if config.gen_len != gen_len:
+        raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {config.gen_len}")
+    return {name: getattr(config, name) for name in DECODING}
+
+
+def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _Shape,
+          run_decoding: dict | None) -> RecordedLane:
+    """Lane `index` of the trace's `sides`; `run_decoding`: its decode settings where the format records
+    none per lane."""
+    side = sides[index]
+    keys = ("side", "policy", "text", "compute_s", "finish_rank", "totals", "events")
+    lane = _object(raw, where, keys if run_decoding is not None else (*keys, "decoding"))
     if lane["side"] != side:
         raise ValueError(f"{where}.side: expected {side!r}, got {_show(lane['side'])}")
+    decoding = run_decoding if run_decoding is not None else _decoding(lane["decoding"], f"{where}.decoding",
+                                                                       shape.gen_len)
     raw_events = _list(lane["events"], f"{where}.events", MAX_EVENTS)
     if not raw_events:
         raise ValueError(f"{where}.events: a replay needs at least one step")
@@ -130,10 +168,10 @@ def _lane(raw: object, where: str, side: str, shape: _Shape) -> RecordedLane:
     if not math.isclose(clock, sum(e.compute_s for e in events), rel_tol=1e-9, abs_tol=1e-12):
         raise ValueError(f"{where}.compute_s: {clock} is not the sum of its steps' compute_s")
     rank = lane["finish_rank"]
-    if rank not in (1, 2) or isinstance(rank, bool):
-        raise ValueError(f"{where}.finish_rank: expected 1 or 2, got {_show(rank)}")
-    return RecordedLane(side, _str(lane["policy"], f"{where}.policy", MAX_CHARS), _str(lane["text"], f"{where}.text",
-                                                                                        MAX_TEXT), rank, events)
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
+        raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {_show(rank)}")
+    return RecordedLane(side, _str(lane["policy"], f"{where}.policy", MAX_CHARS), decoding,
+                        _str(lane["text"], f"{where}.text", MAX_TEXT), rank, events)
 
 
 def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
@@ -166,6 +204,8 @@ def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
         layer_rows=[_int(v, f"{where}.layer_rows[{i}]", 0, shape.length)
                     for i, v in enumerate(_list(e["layer_rows"], f"{where}.layer_rows", shape.model.n_layers))],
         compute_s=_number(e["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S),
+        forward_s=_optional_number(e["forward_s"], f"{where}.forward_s", 0, MAX_STEP_S),
+        choice_s=_optional_number(e["choice_s"], f"{where}.choice_s", 0, MAX_STEP_S),
         decision_s=_number(e["decision_s"], f"{where}.decision_s", 0, MAX_STEP_S),
         capture_s=_number(e["capture_s"], f"{where}.capture_s", 0, MAX_STEP_S),
         totals=_totals(e["totals"], f"{where}.totals"),
@@ -260,6 +300,10 @@ def _number(raw: object, where: str, low: float, high: float) -> float:
     if not (math.isfinite(raw) and low <= raw <= high):
         raise ValueError(f"{where}: expected a number from {low:g} to {high:g}, got {raw}")
     return float(raw)
+
+
+def _optional_number(raw: object, where: str, low: float, high: float) -> float | None:
+    return None if raw is None else _number(raw, where, low, high)
 
 
 def _bool(raw: object, where: str) -> bool:

@@ -11,12 +11,14 @@ import weakref
 
 import gradio as gr
 
+from app.controls.presets import DEFAULT_PRESET, Preset
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
 from app.serving.turn_queue import TurnQueue
 from app.widgets.banner import STOPPED
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.decoder import DecodeConfig, decode
+from core.forward_cost import weight_read_floor_s
 from core.loading import chat_prompt_ids
 from core.passes import capture_ahead
 from core.policies import make_policy
@@ -57,23 +59,26 @@ class AppContext:
         return STOPPED
 
 
-def warm_up(model, tokenizer, choice: ModelChoice, graphs: str) -> float:
+def warm_up(model, tokenizer, choice: ModelChoice, graphs: str, preset: Preset = DEFAULT_PRESET) -> float:
     """One tiny decode (a full step, then a partial one), so that one-time costs (allocations, kernel
     selection, lazily built tables) land on no run's clock: the lane stepped first would pay them.
     Its prompt is a few arbitrary token ids: what they say does not matter, and no text is needed
-    that every tokenizer can read. Then, on the graphed path, the CUDA graphs a race of the model's
-    first example needs (the prompt a visitor finds in the box) are captured, so that race starts at
-    once; returns the seconds that took (0 where nothing is captured). An example the model's
-    tokenizer cannot read (a model in a family's layout with a tokenizer of its own) is no reason to
-    refuse the visitor's prompt: nothing is captured ahead then."""
+    that every tokenizer can read. On a GPU the copy bandwidth behind the race's weight-read floor is
+    measured now too. Then, on the graphed path, the CUDA graphs the race a visitor finds on the page
+    needs (the Race's opening `preset`, on the model's long example) are captured, one set per lane, so
+    that race starts at once; returns the seconds that took (0 where nothing is captured). An example
+    the model's tokenizer cannot read (a model in a family's layout with a tokenizer of its own) is no
+    reason to refuse the visitor's prompt: nothing is captured ahead then."""
     ids = [0] * 8
     policy = make_policy("entropy", tau=float("inf"))
     for _ in decode(model, ids, policy, DecodeConfig(gen_len=8, block_len=8, steps=2, graphs=graphs)):
         pass
-    if not choice.examples:
+    weight_read_floor_s(model)
+    if not choice.example_list:
         return 0.0
+    lengths = preset.controls()
     try:
-        length = len(chat_prompt_ids(tokenizer, choice.examples[0])) + choice.gen_len
+        length = len(chat_prompt_ids(tokenizer, choice.examples[choice.paper_example])) + lengths["gen_len"]
     except ValueError:
         return 0.0
-    return capture_ahead(model, length, choice.block_len, graphs)
+    return capture_ahead(model, length, lengths["block_len"], graphs, lanes=preset.lanes)

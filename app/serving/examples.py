@@ -1,11 +1,17 @@
-"""The example prompts a model offers a visitor, and what it was trained on.
+"""The example prompts a model offers a visitor, each with its title in the examples list and the
+decode settings picking it sets, and what the model was trained on.
 
-A chat model (LLaDA, Dream, a local checkpoint of theirs) gets a few chat prompts; one of our own
-models gets held-out items of every task its tokenizer reads (core/tasks/), never seen in training.
+A chat model (LLaDA, Dream, a local checkpoint of theirs) gets the long prompts of the paper's regime
+first (app/serving/long_prompts.py), then a few short chat prompts, marked as short. One of our own
+models gets held-out items of every task its tokenizer reads (core/tasks/), never seen in training,
+among them a word problem after four worked examples: the long prompt of its paper's comparison.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from app.serving.long_prompts import LONG_PROMPTS
 from core.loading import unknown_words
 from core.tasks import Item, held_out
 from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
@@ -17,20 +23,49 @@ CHAT_EXAMPLES = (
     "Explain in two sentences why a diffusion language model can decode several tokens at once.",
     "Write a four-line poem about a cache that forgets.",
 )
+LONG_BLOCK_LEN = 32  # the paper's evaluations decode in blocks of 32
 WORD_PROBLEMS = (f"short arithmetic word problems (names like {', '.join(NAMES[:3])}, things like "
                  f"{', '.join(ITEMS[:3])}, numbers up to {MAX_VALUE})")
 STORIES = "short stories ('tell a story about mia and a dog in the park .')"
+TITLE_CHARS = 160  # an example's title is cut here
 
 
-def task_examples(tokenizer) -> tuple[tuple[Item, ...], str]:
-    """(example items, what the model was trained on) for one of our own models: held-out items of
-    every task whose words its tokenizer knows (a story, a problem alone and after two worked
-    examples), never seen in training. A story comes first, so it is the prompt a visitor finds in
-    the box: its free choices are where the entropy trace crosses tau."""
-    plain, shot, tales = held_out("words", 4), held_out("words", 1, shots=2), held_out("stories", 2)
-    readable = [item for item in (tales[0], *plain, *shot, tales[1]) if not unknown_words(tokenizer, item.prompt)]
-    tasks = [WORD_PROBLEMS + (", alone or after worked examples" if shot[0] in readable else "")]
-    tasks += [STORIES] if tales[0] in readable else []
+class Example(NamedTuple):
+    text: str
+    title: str  # how the examples list shows it
+    settings: dict  # the decode settings picking it sets (controls by key), over the model's defaults
+    long: bool = False  # a prompt of the paper's regime: the paper's comparison races the first one
+
+
+def chat_examples() -> tuple[Example, ...]:
+    """The long prompts, decoded at their own lengths, then the short chat prompts at the model's."""
+    long = tuple(Example(p.text, p.title, {"gen_len": p.gen_len, "block_len": LONG_BLOCK_LEN}, True)
+                 for p in LONG_PROMPTS)
+    return long + tuple(Example(text, f"Short: {text}", {}) for text in CHAT_EXAMPLES)
+
+
+def task_examples(tokenizer, task_settings: dict[str, dict]) -> tuple[tuple[Example, ...], str]:
+    """(examples, what the model was trained on) for one of our own models: held-out items of every
+    task whose words its tokenizer knows (a story, a problem alone, after two and after four worked
+    examples), never seen in training, each with the settings its model declares for its task
+    (ModelConfig.task_settings). A story comes first, so it is the prompt a visitor finds in the Drift
+    tab's box: its free choices are where the entropy trace crosses tau."""
+    plain, two, four = held_out("words", 4), held_out("words", 1, shots=2), held_out("words", 1, shots=4)
+    tales = held_out("stories", 2)
+    titled = [(tales[0], ""), *((item, "") for item in plain), (two[0], "2 worked examples, then: "),
+              (four[0], "Long: a word problem after 4 worked examples, then: "), (tales[1], "")]
+    readable = [(item, title) for item, title in titled if not unknown_words(tokenizer, item.prompt)]
+    examples = tuple(_task_example(item, title, task_settings, item is four[0]) for item, title in readable)
+    items = [item for item, _ in readable]
+    tasks = [WORD_PROBLEMS + (", alone or after worked examples" if two[0] in items else "")]
+    tasks += [STORIES] if tales[0] in items else []
     trained_on = (f"This model was trained only on {' and '.join(tasks)}: click one of the example prompts "
                   "under the prompt box to try one, or write one like them.")
-    return tuple(readable), trained_on
+    return examples, trained_on
+
+
+def _task_example(item: Item, title: str, task_settings: dict[str, dict], long: bool) -> Example:
+    question = item.reference.prompt if title and item.reference is not None else item.prompt
+    text = f"{title}{question}"
+    return Example(item.prompt, text if len(text) <= TITLE_CHARS else f"{text[:TITLE_CHARS - 3]}...",
+                   dict(task_settings.get(item.task, {})), long)

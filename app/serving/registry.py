@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from app.serving.device_thread import CPU_THREAD
-from app.serving.examples import CHAT_EXAMPLES, task_examples
+from app.serving.examples import Example, chat_examples, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
@@ -39,11 +39,19 @@ class ModelChoice:
     device: str  # 'cpu' or 'cuda'
     gen_len: int
     block_len: int
-    examples: tuple[str, ...]
+    # Each with its title and the decode settings picking it sets (app/serving/examples.py).
+    example_list: tuple[Example, ...]
     trained_on: str = ""  # said to a visitor whose prompt has words the model does not know
-    # Per example, the decode settings the model declares for its task (ModelConfig.task_settings):
-    # picking the example sets those controls. Empty: none declared.
-    example_settings: tuple[dict, ...] = ()
+
+    @property
+    def examples(self) -> tuple[str, ...]:
+        """The example prompts' texts, in the examples list's order."""
+        return tuple(e.text for e in self.example_list)
+
+    @property
+    def paper_example(self) -> int:
+        """The example the paper's comparison races: the first long one (else the first)."""
+        return next((i for i, e in enumerate(self.example_list) if e.long), 0)
 
 
 class ModelRegistry:
@@ -131,11 +139,9 @@ def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelCho
     config, family, _ = read_config(path)
     defaults = DecodeConfig.for_model(config)
     if family.name == "own":  # one of ours: its tasks (core/tasks/) give the examples
-        items, trained_on = task_examples(load_tokenizer(path, family))
-        settings = tuple(config.task_settings.get(item.task, {}) for item in items)
-        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len,
-                           tuple(item.prompt for item in items), trained_on, settings)
-    return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, CHAT_EXAMPLES)
+        examples, trained_on = task_examples(load_tokenizer(path, family), config.task_settings)
+        return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, examples, trained_on)
+    return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, chat_examples())
 
 
 def extra_dirs_from_env() -> list[str]:
@@ -156,7 +162,7 @@ def build_registry(
     choices = [local_choice(embedded or EMBEDDED, EMBEDDED_LABEL, "cpu")]
     if cuda:
         for label, alias in HUB_MODELS.items():  # not downloaded yet: core's defaults for a checkpoint that says none
-            choices.append(ModelChoice(label, alias, "cuda", DEFAULT_GEN_LEN, DEFAULT_BLOCK_LEN, CHAT_EXAMPLES))
+            choices.append(ModelChoice(label, alias, "cuda", DEFAULT_GEN_LEN, DEFAULT_BLOCK_LEN, chat_examples()))
     for folder in dict.fromkeys(extra_dirs):  # the same folder twice is one choice
         label = _unique(f"{Path(folder).resolve().name} (local, {device.upper()})", [c.label for c in choices])
         choices.append(local_choice(folder, label, device))

@@ -1,0 +1,132 @@
+"""What a race compares, in words: each lane's policy and decode settings, which comparison the lanes
+make (the paper's: EntropyCache with parallel decoding against vanilla decoding; or the cache alone,
+both lanes at the same settings), and the speedup with its factors, each measured between two lanes.
+
+A live race and a replayed trace are described from the same labels (LaneLabel), so a replay says
+what its race said. No gradio here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.controls.run import LaneRun
+from app.race.decode import Lane
+
+SIDE_TITLES = {"left": "Left: compared", "middle": "Middle: compared at EntropyCache's settings",
+               "right": "Right: EntropyCache"}
+OUR_NAME = "EntropyCache"
+
+
+@dataclass(frozen=True)
+class LaneLabel:
+    """One lane as the race shows it: its side, its policy as the policy describes itself, and its
+    decode settings (DecodeConfig's declared fields; None: unset)."""
+
+    side: str  # left, middle or right
+    policy: str  # none, dual, entropy(tau=1.0, k=2)
+    decoding: dict
+
+    @classmethod
+    def of(cls, lane: LaneRun) -> LaneLabel:
+        return cls(lane.side, lane.policy.describe(), lane.decoding)
+
+    @property
+    def title(self) -> str:
+        return SIDE_TITLES[self.side]
+
+    @property
+    def cached(self) -> bool:
+        return self.policy != "none"
+
+    @property
+    def schedule(self) -> str:
+        """How many tokens a step unmasks, in words."""
+        d = self.decoding
+        if d.get("threshold") is not None:
+            return f"parallel decoding (threshold {d['threshold']:g})"
+        if d.get("steps") is not None:
+            return f"{d['steps']} steps ({d['gen_len'] // d['steps']} tokens a step)"
+        return "one token per step"
+
+    @property
+    def gain(self) -> str:
+        """What its schedule gains over one token per step, in two words."""
+        d = self.decoding
+        if d.get("threshold") is not None:
+            return "parallel decoding"
+        return f"{d['gen_len'] // d['steps']} tokens a step" if d.get("steps") is not None else ""
+
+    @property
+    def parallel(self) -> bool:
+        """Unmasks more than one token a step (a threshold, or fewer steps than tokens)."""
+        return bool(self.gain)
+
+    @property
+    def name(self) -> str:
+        """The lane in words: "vanilla decoding (no cache, one token per step)", "dual, parallel decoding
+        (threshold 0.9)"."""
+        if not self.cached and not self.parallel:
+            return "vanilla decoding (no cache, one token per step)"
+        policy = OUR_NAME if self.side == "right" else ("no cache" if not self.cached else self.policy)
+        return f"{policy}, {self.schedule}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The race's lanes, left to right, and what their ratios mean."""
+
+    labels: tuple[LaneLabel, ...]
+
+    @property
+    def left(self) -> LaneLabel:
+        return self.labels[0]
+
+    @property
+    def right(self) -> LaneLabel:
+        return self.labels[-1]
+
+    @property
+    def same_settings(self) -> bool:
+        return self.left.decoding == self.right.decoding
+
+    def words(self) -> str:
+        """Which comparison the race shows, in one sentence."""
+        left, right = self.left, self.right
+        if self.same_settings:
+            base = "no cache" if not left.cached else left.policy
+            alone = ": the cache alone" if not left.cached else ""
+            return f"{OUR_NAME} against {base}, both at {right.schedule}{alone}"
+        return f"{OUR_NAME} with {right.schedule} against {left.name}: the paper's comparison" if (
+            not left.cached and not left.parallel) else f"{right.name} against {left.name}"
+
+    def factor_names(self) -> tuple[str, str] | None:
+        """With a middle lane: what the left-to-middle and the middle-to-right ratios measure."""
+        if len(self.labels) < 3:
+            return None
+        middle = self.labels[1]
+        cache = "the cache" if not middle.cached else f"{OUR_NAME} in place of {middle.policy}"
+        return self.right.gain, cache
+
+
+def speedup(base: Lane, ours: Lane) -> float | None:
+    """How much faster `ours` decodes than `base`, as measured.
+
+    While running: the ratio of their decode rates (positions unmasked per compute second), the only
+    comparison that is fair before both are done. Once both are done: the ratio of their total
+    compute times, i.e. time to finish.
+    """
+    if base.done and ours.done:
+        return base.clock / ours.clock if ours.clock > 0 else None
+    if not (base.clock and ours.clock and base.decoded and ours.decoded):
+        return None
+    return (ours.decoded / ours.clock) / (base.decoded / base.clock)
+
+
+def factors(lanes: Sequence[Lane]) -> tuple[float | None, float | None] | None:
+    """With three lanes: the left-to-middle and middle-to-right speedups, each between the two lanes
+    it names. Once all three are done their product is the total: ratios of clocks multiply."""
+    if len(lanes) < 3:
+        return None
+    return speedup(lanes[0], lanes[1]), speedup(lanes[1], lanes[2])

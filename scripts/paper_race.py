@@ -1,0 +1,119 @@
+"""The Race's paper preset on the embedded model, against the bench on the same prompt, in one run.
+
+    python scripts/paper_race.py              # 3 rounds: ~1.5 minutes on 2 CPU cores
+    python scripts/paper_race.py --rounds 5 --json runs/paper_race.json
+
+Each round races the preset as the app does (app.controls.run.check_run builds the lanes, and
+app.race.decode.race_snapshots steps them on the shared compute clock: vanilla decoding, no cache at
+threshold 0.9, EntropyCache at threshold 0.9, gen 256, block 32, on the model's long example, a word
+problem after four worked examples), then benches that same prompt as `python -m core bench --task
+words --shots 4 --n 1 --threshold 0.9 --policies none,entropy` does (its `vs vanilla`). It prints, per
+round and as medians: the race's speedup and its two factors, each from two lanes' clocks; the bench's
+figure for the prompt and how far the race is from it; whether EntropyCache's answer is vanilla's;
+how far the time panel's parts are from each lane's clock; and the full and partial pass costs the
+panel shows against core.forward_cost's for the same length and rows. Run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from app.controls.declared import raced_policies  # noqa: E402
+from app.controls.presets import PAPER  # noqa: E402
+from app.controls.run import RawRun, check_run  # noqa: E402
+from app.race.decode import race_snapshots  # noqa: E402
+from app.race.time_panel import pass_costs  # noqa: E402
+from app.serving.device_thread import decode_threads  # noqa: E402
+from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
+from core.bench import Contender, run_bench  # noqa: E402
+from core.decoder import DecodeConfig  # noqa: E402
+from core.forward_cost import TimeSplit, forward_costs  # noqa: E402
+from core.loading import answer_text, chat_prompt_ids  # noqa: E402
+from core.tasks import held_out  # noqa: E402
+
+
+def race_round(registry, prompt: str) -> dict:
+    """The preset raced as the app races it; its figures and its lanes' time splits."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    run = check_run(registry, RawRun(prompt, EMBEDDED_LABEL, PAPER.policy, PAPER.controls(), {}), raced_policies(),
+                    against_ours=True)
+    *_, last = race_snapshots(model, chat_prompt_ids(tokenizer, prompt), run, throttle_s=60)
+    left, middle, right = last.lanes
+    splits = [TimeSplit.of(lane.events) for lane in last.lanes]
+    full, partial, rows = pass_costs(splits)
+    answers = [answer_text(tokenizer, lane.last) for lane in last.lanes]
+    events = [e for lane in last.lanes for e in lane.events]
+    return dict(speedup=left.clock / right.clock, parallel=left.clock / middle.clock, cache=middle.clock / right.clock,
+                same_answer=answers[0] == answers[2], parts_off=max(abs(s.total_s / lane.clock - 1)
+                                                                    for s, lane in zip(splits, last.lanes)),
+                full_ms=full * 1e3, partial_ms=partial * 1e3, partial_rows=rows,
+                full_logits=statistics.mean(read_logits(e, model) for e in events if e.full),
+                partial_logits=statistics.mean(read_logits(e, model) for e in events if not e.full),
+                length=len(last.lanes[0].last.tokens) + last.lanes[0].last.prompt_len)
+
+
+def read_logits(event, model) -> int:
+    """The logit rows a step read: its block's positions still masked before it."""
+    block_len = PAPER.controls()["block_len"]
+    block = event.tokens[event.block * block_len : (event.block + 1) * block_len]
+    return block.count(model.config.mask_token_id) + len(event.unmasked)
+
+
+def bench_round(registry, item) -> float:
+    """`bench --threshold 0.9` on the one prompt: EntropyCache's speedup over the vanilla decoder."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    config = DecodeConfig.for_model(model.config, threshold=0.9)
+    rows = run_bench(model, tokenizer, [item], [Contender("none", {}), Contender("entropy", {})], config,
+                     progress=False)
+    return next(r for r in rows if r["policy"] == "entropy")["speedup_vs_vanilla"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="write every round's figures here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(decode_threads())  # the app's team
+    registry = build_registry(cuda=False)
+    choice = registry.choice(EMBEDDED_LABEL)
+    prompt = choice.examples[choice.paper_example]
+    item = held_out("words", 1, shots=4)[0]
+    if item.prompt != prompt:
+        raise SystemExit("the model's long example is not the bench's first 4-shot problem")
+    race_round(registry, prompt)  # warm-up: first calls allocate and pick kernels
+    rounds = []
+    for i in range(args.rounds):
+        r = race_round(registry, prompt) | {"bench_vs_vanilla": bench_round(registry, item)}
+        model = registry.get(EMBEDDED_LABEL)[0]
+        length, rows = r["length"], round(r["partial_rows"])
+        full = forward_costs(model, length, [length], logit_rows=round(r["full_logits"]))[length]
+        partial = forward_costs(model, length, [rows], logit_rows=round(r["partial_logits"]))[rows]
+        r |= {"forward_cost_full_ms": full * 1e3, "forward_cost_partial_ms": partial * 1e3}
+        rounds.append(r)
+        print(f"round {i + 1}: race {r['speedup']:.2f}x = {r['parallel']:.2f}x parallel x {r['cache']:.2f}x cache; "
+              f"bench {r['bench_vs_vanilla']:.2f}x; same answer {r['same_answer']}; parts off the clock by "
+              f"{r['parts_off']:.1e}; full pass {r['full_ms']:.1f} ms (forward_cost {r['forward_cost_full_ms']:.1f}); "
+              f"partial {r['partial_ms']:.2f} ms over {r['partial_rows']:.1f} rows (forward_cost "
+              f"{r['forward_cost_partial_ms']:.2f})", flush=True)
+    med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0] if not isinstance(rounds[0][key], bool)}
+    print(f"median of {args.rounds}: race {med['speedup']:.2f}x ({med['parallel']:.2f}x x {med['cache']:.2f}x), "
+          f"bench {med['bench_vs_vanilla']:.2f}x, race / bench {med['speedup'] / med['bench_vs_vanilla']:.3f}; "
+          f"full pass {med['full_ms'] / med['forward_cost_full_ms']:.3f} of forward_cost's, partial "
+          f"{med['partial_ms'] / med['forward_cost_partial_ms']:.3f}; every answer the same: "
+          f"{all(r['same_answer'] for r in rounds)}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rounds, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
