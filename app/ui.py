@@ -15,6 +15,7 @@ from app.drift.tab import build_drift_tab
 from app.race.replay_panel import REPLAY_JS
 from app.race.speed import CSS as SPEED_CSS
 from app.race.tab import build_race_tab
+from app.race.time_panel import CSS as TIME_CSS
 from app.race.trace_reader import MAX_TRACE_BYTES
 from app.serving.context import AppContext
 from app.serving.gpu import CONCURRENCY
@@ -25,7 +26,7 @@ from app.widgets.banner import CSS as BANNER_CSS
 from app.widgets.text_view import CSS as TEXT_CSS
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
-CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS + POINT_CSS
+CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS + TIME_CSS + POINT_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
 
 

@@ -32,7 +32,7 @@ from app.widgets.explain import explain_step
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
 HELP = """### Replay (teaching mode)
-Replay the race above from its recorded steps, slowed down: both lanes stay on the shared clock of
+Replay the race above from its recorded steps, slowed down: every lane stays on the shared clock of
 measured compute time, so the faster policy still pulls ahead by the measured ratio. Nothing is decoded
 again. Or load a trace downloaded from this app (also one recorded on a GPU).
 **Keys** (outside a text box): **space** plays or pauses, **left / right arrow** step back / forward."""
