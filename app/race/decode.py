@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import closing
+from dataclasses import dataclass, field, replace
 
 from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
-from core.passes import capture_ahead
+from core.passes import capture_ahead, capture_failure
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Snapshot:
     stepped: int  # index of the lane that took the latest step
     finished: bool  # every lane is done
     capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
+    graphs_failed: str = ""  # why capturing CUDA graphs failed, once it did: both lanes run eagerly since
 
     @property
     def graphs_s(self) -> float:
@@ -125,8 +127,10 @@ def race_snapshots(
     config, length = run.config, len(prompt_ids) + run.config.gen_len
     captured = capture_ahead(model, length, config.block_len, config.graphs)
     decoders = [decode(model, prompt_ids, policy, config) for policy in run.policies]
-    yield from race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop,
-                    capture_s=captured)
+    with closing(race(decoders, [policy.describe() for policy in run.policies], throttle_s, should_stop,
+                      capture_s=captured)) as snapshots:
+        for snap in snapshots:  # a failed capture (core.passes.capture_failure) is said in the status line
+            yield replace(snap, graphs_failed=capture_failure(model))
 
 
 @dataclass(frozen=True)

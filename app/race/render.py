@@ -80,7 +80,8 @@ class Renderer:
 
     def update(self, snap: Snapshot, message: str = "") -> Update:
         base, ours = snap.lanes
-        return Update(banner_html(base, ours, message, snap.graphs_s), (self._lane(0, base), self._lane(1, ours)))
+        return Update(banner_html(base, ours, message, snap.graphs_s, snap.graphs_failed),
+                      (self._lane(0, base), self._lane(1, ours)))
 
     def empty(self, message: str) -> Update:
         """Before the first step: all masks, empty plots, a message in the banner."""

@@ -51,9 +51,10 @@ def speed_html(lane: Lane, title: str, policy: str) -> str:
     )
 
 
-def banner_html(base: Lane, ours: Lane, message: str = "", graphs_s: float = 0.0) -> str:
+def banner_html(base: Lane, ours: Lane, message: str = "", graphs_s: float = 0.0, graphs_failed: str = "") -> str:
     """The race's status line; `graphs_s`: what capturing CUDA graphs cost it (Snapshot.graphs_s), said
-    apart because it is on neither lane's clock."""
+    apart because it is on neither lane's clock; `graphs_failed`: why capturing them failed, if it did
+    (Snapshot.graphs_failed)."""
     s = speedup(base, ours)
     done = base.done and ours.done
     if s is None:
@@ -65,6 +66,8 @@ def banner_html(base: Lane, ours: Lane, message: str = "", graphs_s: float = 0.0
     notes = [message] if message else []
     if graphs_s:
         notes.append(f"CUDA graphs captured in {graphs_s:.2f} s, once for this length: on neither lane's clock.")
+    if graphs_failed:
+        notes.append(f"CUDA graphs could not be captured ({graphs_failed}): both lanes run eagerly.")
     extra = "".join(f" <span class='ec-note'>{html.escape(note)}</span>" for note in notes)
     return banner(f"{text}{extra}")
 
