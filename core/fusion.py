@@ -6,8 +6,8 @@ back, the weight), RoPE about eight (slices, negation, concatenation, casts, pro
 activation two and the residual add one, each reading and writing its rows in full. In a pass over a
 few dozen rows every one of them is a launch that costs more than its work; over a thousand rows
 their float32 intermediates are a sizeable share of the memory traffic between the matmuls.
-Compiled, a layer's pointwise work is four kernels: the attention norm, RoPE of its queries and keys,
-the residual add with the FFN norm, gate * up.
+Compiled, a layer's pointwise work is five kernels: the attention norm, RoPE of its queries and keys,
+the residual add with the FFN norm, gate * up, and the block's last residual add (one kernel either way).
 
 The compiled functions are the very functions the eager path runs (core/model.py POINTWISE), each
 compiled as one graph (fullgraph) by torch.compile; a part that fails to compile runs eagerly from
@@ -17,8 +17,8 @@ before each capture. Switching the mode drops the model's graphs, which replay t
 captured with.
 
 Modes: `auto` compiles on a single plain CUDA GPU where Triton is installed and leaves the parts
-eager elsewhere: on a CPU (Inductor's C++ compile took most of a minute there and gained nothing
-measurable, docs/BENCHMARKS.md "Tried and dropped") and on ZeroGPU, which does not support
+eager elsewhere: on a CPU (compiling took 27-76 s there for a speedup of 2.20x against 2.15x eager,
+docs/BENCHMARKS.md "Tried and dropped") and on ZeroGPU, which does not support
 torch.compile (the app switches fusion off there). `on` compiles wherever torch.compile works (a CPU
 needs a C++ compiler), `off` runs every part eagerly.
 """

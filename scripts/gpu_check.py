@@ -377,11 +377,11 @@ def summarize(e2e: dict[str, list[dict]], forward: list[dict]) -> None:
         parallel["vs_vanilla_fused"] = per_token(vanilla, "none_fused") / per_token(parallel, "entropy_fused")
 
 
-def equality_tokens(model, length: tuple[int, int], blocks, graphs: str = "on") -> dict[str, list[int]]:
+def equality_tokens(model, length: tuple[int, int], blocks) -> dict[str, list[int]]:
     """The tokens of none and replayed EntropyCache on the current path, four tokens a step over the
     whole response (every position counts in an agreement)."""
     prompt, gen = length
-    config = DecodeConfig(gen_len=gen, block_len=BLOCK, steps=gen // 4, stop_at_eos=False, graphs=graphs)
+    config = DecodeConfig(gen_len=gen, block_len=BLOCK, steps=gen // 4, stop_at_eos=False, graphs="on")
     out = {}
     for name in ("none", "entropy"):
         policy = make_policy("none") if name == "none" else ReplayedEntropy(blocks)
@@ -673,12 +673,12 @@ def main(argv: list[str] | None = None) -> int:
         m = report["models"][name] = dict(weight_gb=weight_bytes(model) / 1e9)
         m["attention"] = attention_backends(model, sum(main_length), repeats)
         m["forward"] = forward_part(model, lengths, bytes_per_s, repeats, peak)  # today's path: fusion off
-        e2e = end_to_end(model, lengths, schedules, "unfused")
+        m["end_to_end"] = end_to_end(model, lengths, schedules, "unfused")
         unfused = equality_tokens(model, main_length, blocks)
         save(out, report)
         m["compile_s"] = fused_part(model, m["forward"], bytes_per_s, repeats, peak, backend)  # fusion on from here
         m["rows_curve"] = rows_curve(model, sum(main_length), bytes_per_s, repeats)
-        m["end_to_end"] = end_to_end(model, lengths, schedules, "fused", e2e)
+        end_to_end(model, lengths, schedules, "fused", m["end_to_end"])
         summarize(m["end_to_end"], m["forward"])
         m["equality"] = equality(model, main_length, blocks, unfused)
         m["syncs"] = syncs_per_step(model, main_length, blocks)
