@@ -2,11 +2,12 @@
 fused one, and the app, in one call.
 
     python scripts/gpu_check.py --commit <hash> --out "$OUT"  # on the GPU machine: 5-7 minutes on an H100
-    python scripts/gpu_check.py --dry-run --out /tmp/x         # the same code on the CPU, tiny shapes, seconds
+    python scripts/gpu_check.py --dry-run --out /tmp/x         # the same code on the CPU, tiny shapes, 1-2 minutes
     python scripts/gpu_check.py --app-only --out "$OUT"        # only the app's part (a rerun of it), ~1 minute
 
-The GPU machine's image has torch but not gradio, and its copy of the working tree no git history:
-run scripts/gpu_wheels.sh here first, carry .whl, and make the device call (timeout 480 s)
+The GPU machine's image has torch but not gradio, and its copy of the working tree may have no git
+history (hence --commit): run scripts/gpu_wheels.sh here first, carry .whl, and make the device call
+(timeout 480 s)
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 &&
     python3 scripts/gpu_check.py --commit "$(the hash of HEAD here)" --out "$OUT"
@@ -36,8 +37,9 @@ then the embedded model's bench on this device (graphed, its default kernels), a
 serving a random model in LLaDA's file layout (its first APP_LAYERS layers) through its --model flag,
 one race on the graphed path and one cancelled race through gradio_client. It writes gpu_check.json
 and gpu_check.md under --out (with the commit and the command) and prints the table with the issue's
-targets checked. Where the time goes on an H100: about 1.5 minutes a model shape (compiling the fused
-parts, 20-60 s, included), the schedules and the embedded bench about 1 minute, the app 1-1.5.
+targets checked. Its time on an H100 is an estimate until it runs (the last run's parts, plus what is
+new): about 1.5 minutes a model shape (compiling the fused parts, 20-60 s, included), the schedules
+and the embedded bench about 1 minute, the app 1-1.5: 5-7 minutes.
 
 Then, in a second call if at least 4 minutes of device time are left, the app under load on that
 machine's 16 dedicated cores (the embedded model decodes on the CPU there too):

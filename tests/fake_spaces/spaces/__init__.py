@@ -24,7 +24,7 @@ def GPU(fn: Callable | None = None, duration: int = 60) -> Callable:  # noqa: N8
     def decorate(f: Callable) -> Callable:
         index = len(_functions)
         _functions.append(f)
-        if inspect.isgeneratorfunction(f) or inspect.isgeneratorfunction(getattr(f, "__func__", None)):
+        if inspect.isgeneratorfunction(f):
             return lambda *args, **kwargs: _stream(index, args, kwargs)
         return lambda *args, **kwargs: list(_stream(index, args, kwargs))[0]
     return decorate(fn) if fn is not None else decorate
