@@ -1,4 +1,5 @@
-"""Start the EntropyCache demo: python app.py [--host H] [--port P] [--model DIR ...] [--share] [--graphs MODE].
+"""Start the EntropyCache demo: python app.py [--host H] [--port P] [--model DIR ...] [--share] [--graphs MODE]
+[--fusion MODE].
 
 It serves the embedded model on the CPU, and LLaDA-8B-Instruct / Dream-7B-Instruct on a GPU when
 one is present. Extra local checkpoint folders come from --model or ENTROPYCACHE_MODELS (os.pathsep
@@ -19,6 +20,7 @@ from app.serving.gpu import CONCURRENCY, is_zero_gpu
 from app.serving.registry import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
 from core.device import usable_cpus
+from core.fusion import FUSION_HELP, FUSION_MODES
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 
 
@@ -34,7 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=decode_threads(),
                     help="CPU threads a decode uses (default: every core but one, which the server keeps)")
     ap.add_argument("--graphs", choices=GRAPH_MODES, default=GRAPH_MODES[0],
-                    help=GRAPHS_HELP + "; both lanes of every race alike")
+                    help=GRAPHS_HELP + "; every lane of every race alike")
+    ap.add_argument("--fusion", choices=FUSION_MODES, default=FUSION_MODES[0],
+                    help=FUSION_HELP + "; off on ZeroGPU, which does not support torch.compile")
     return ap.parse_args(argv)
 
 
@@ -53,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     max_gpu_models = 8 if is_zero_gpu() else 1
     try:
         registry = build_registry([*args.model, *extra_dirs_from_env()], max_gpu_models=max_gpu_models,
-                                  graphs=args.graphs)
+                                  graphs=args.graphs, fusion="off" if is_zero_gpu() else args.fusion)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

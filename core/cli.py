@@ -27,6 +27,7 @@ from core.bench import contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, generate
 from core.diagnostics import drift_report, format_drift
 from core.forward_cost import forward_costs, weight_bytes
+from core.fusion import FUSION_HELP, FUSION_MODES
 from core.loading import (
     UnknownWordsError,
     answer_text,
@@ -58,6 +59,7 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default=None, help="checkpoint folder, hub id, 'llada', 'dream' (default: embedded)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--fusion", choices=FUSION_MODES, default=FUSION_MODES[0], help=FUSION_HELP)
 
 
 BY_MODEL = ("gen_len", "block_len")  # the model's own unless given (DecodeConfig.for_model)
@@ -183,7 +185,8 @@ def bench_items(args: argparse.Namespace) -> tuple[dict, list[str]]:
 
 
 def _load(args: argparse.Namespace):
-    return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype) if args.dtype else None)
+    return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype) if args.dtype else None,
+                      fusion=args.fusion)
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from safetensors import safe_open
 from core.config import ModelConfig
 from core.decoder import DecodeConfig
 from core.families import Family, family_for
+from core.fusion import check_fusion, set_fusion
 from core.model import DiffusionTransformer
 
 ALIASES = {
@@ -113,10 +114,13 @@ def load_model(
     device: str | torch.device = "cpu",
     dtype: torch.dtype | None = None,
     device_map: str | dict | None = None,
+    fusion: str = "auto",
 ) -> tuple[DiffusionTransformer, object]:
-    """Load (model, tokenizer). dtype defaults to bfloat16 on GPU and float32 on CPU.
+    """Load (model, tokenizer). dtype defaults to bfloat16 on GPU and float32 on CPU; `fusion` says
+    whether its pointwise parts run compiled (core/fusion.py; auto: on a single CUDA GPU).
 
     Everything known about the model (its shape, special ids, decode defaults) is `model.config`."""
+    check_fusion(fusion)
     folder = resolve(name_or_path)
     _, family, raw = read_config(folder)
     tokenizer = load_tokenizer(folder, family)
@@ -133,6 +137,7 @@ def load_model(
     _fill(model, _Shards(folder), family.sources(cfg), placement, dtype)
     if len({f"cuda:{d}" if isinstance(d, int) else str(d) for d in placement.values()}) > 1:
         model = dispatch_model(model, placement)
+    set_fusion(model, fusion)
     return model.eval(), tokenizer
 
 

@@ -11,10 +11,17 @@ at every layer, and with a stream hook every row moves through every layer while
 computes only the rows the hook names (`Block.forward_stream`).
 
 Layout follows gpt-fast: q/k/v in one matmul (`wqkv`), gate and up in one (`w13`), so a partial
-pass over few rows issues few kernels.
+pass over few rows issues few kernels. A layer's pointwise parts (its two RMSNorms, RoPE, the residual
+add before the FFN's norm, gate * up) are the functions of `POINTWISE`, which every block of a model
+calls through one shared `Pointwise`: as written (eager), or compiled into fused kernels
+(core/fusion.py). Attention is torch's scaled_dot_product_attention with no mask in a decode: a
+row-selective pass attends over every cached key, so torch runs it on its fused kernels (cuDNN or
+flash attention on a recent GPU; docs/ALGORITHM.md says which and why).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -25,16 +32,23 @@ from core.kv_cache import KVCache
 from core.layerwise import LayerHook, LayerView
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # Normalise in float32 like LLaDA and HF Llama do: bf16 variance is too coarse.
+    y = F.rms_norm(x.float(), (x.shape[-1],), eps=eps)
+    return weight * y.to(x.dtype)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in float32 like LLaDA and HF Llama do: bf16 variance is too coarse.
-        y = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return self.weight * y.to(x.dtype)
+
+def add_rms_norm(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, eps: float
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual sum x + y, and its RMSNorm (one kernel where compiled)."""
+    h = x + y
+    return h, rms_norm(h, weight, eps)
+
+
+def swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of w13's output, gate first."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
 
 
 def rope_tables(head_dim: int, length: int, theta: float, device: torch.device | None = None):
@@ -51,9 +65,37 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
-class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+# A layer's pointwise parts, by name: the one definition that both the eager and the fused path run.
+POINTWISE = {"rms_norm": rms_norm, "add_rms_norm": add_rms_norm, "rope": apply_rope, "swiglu": swiglu}
+
+
+class Pointwise:
+    """The pointwise parts every block of one model calls (an attribute per name in POINTWISE): the
+    functions themselves until core/fusion.py puts compiled ones in their place."""
+
+    def __init__(self) -> None:
+        self.use(POINTWISE)
+
+    def use(self, parts: dict[str, Callable]) -> None:
+        for name in POINTWISE:
+            setattr(self, name, parts[name])
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float, ops: Pointwise) -> None:
         super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.ops = ops
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ops.rms_norm(x, self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, ops: Pointwise) -> None:
+        super().__init__()
+        self.ops = ops
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         qkv_out = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim
         self.wqkv = nn.Linear(cfg.dim, qkv_out, bias=cfg.qkv_bias)
@@ -63,7 +105,7 @@ class Attention(nn.Module):
         """Rotated queries of x's rows, [batch, heads, rows, head_dim] (for attention probes)."""
         q_out = self.n_heads * self.head_dim
         q = F.linear(x, self.wqkv.weight[:q_out], None if self.wqkv.bias is None else self.wqkv.bias[:q_out])
-        return apply_rope(q.view(*x.shape[:2], self.n_heads, self.head_dim), cos, sin).transpose(1, 2)
+        return self.ops.rope(q.view(*x.shape[:2], self.n_heads, self.head_dim), cos, sin).transpose(1, 2)
 
     def values(self, x: torch.Tensor) -> torch.Tensor:
         """V of x's rows, [batch, kv_heads, rows, head_dim], without their queries and keys."""
@@ -76,7 +118,7 @@ class Attention(nn.Module):
         n_qk = self.n_heads + self.n_kv_heads
         qkv = self.wqkv(x).view(b, r, n_qk + self.n_kv_heads, self.head_dim)
         # One rotation for queries and keys together: half the kernels of rotating each.
-        q, k = apply_rope(qkv[:, :, :n_qk], cos, sin).transpose(1, 2).split([self.n_heads, self.n_kv_heads], dim=1)
+        q, k = self.ops.rope(qkv[:, :, :n_qk], cos, sin).transpose(1, 2).split([self.n_heads, self.n_kv_heads], dim=1)
         v = qkv[:, :, n_qk:].transpose(1, 2)
         cache.write(layer, rows, k, v)
         y = F.scaled_dot_product_attention(
@@ -86,27 +128,29 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, ops: Pointwise) -> None:
         super().__init__()
         self.w13 = nn.Linear(cfg.dim, 2 * cfg.ffn_dim, bias=False)  # gate then up
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+        self.ops = ops
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.w13(x).chunk(2, dim=-1)
-        return self.w2(F.silu(gate) * up)
+        return self.w2(self.ops.swiglu(self.w13(x)))
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, ops: Pointwise) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.attn = Attention(cfg)
-        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
-        self.ffn = FeedForward(cfg)
+        self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps, ops)
+        self.attn = Attention(cfg, ops)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps, ops)
+        self.ffn = FeedForward(cfg, ops)
+        self.ops = ops
 
     def forward(self, x, cos, sin, cache, layer, rows, key_mask):
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, layer, rows, key_mask)
-        return x + self.ffn(self.ffn_norm(x))
+        attn_out = self.attn(self.attn_norm(x), cos, sin, cache, layer, rows, key_mask)
+        x, normed = self.ops.add_rms_norm(x, attn_out, self.ffn_norm.weight, self.ffn_norm.eps)
+        return x + self.ffn(normed)
 
     def forward_stream(self, x, cos, sin, cache: KVCache, layer: int, rows: torch.Tensor | None):
         """x holds every row; only `rows` (None: all) are computed. Every row adds this layer's cached
@@ -130,9 +174,10 @@ class DiffusionTransformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.config = cfg
+        self.pointwise = Pointwise()  # shared by every block (core/fusion.py may compile its parts)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.layers = nn.ModuleList(Block(cfg, self.pointwise) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps, self.pointwise)
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embed.weight

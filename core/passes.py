@@ -21,6 +21,10 @@ graphs share one memory pool, and they stay with their workspace, which goes bac
 pool when its decode ends: the next decode of that length, in another race or for another visitor,
 replays them. Capture time is reported apart from the step's time (StepEvent.capture_s). On the CPU,
 or with capture switched off, the same padded passes run eagerly: the CPU tests what a GPU replays.
+A capture that fails (an operation the device cannot record, a driver that refuses) is not an error:
+from then on every pass of that model in this process runs eagerly, every lane of a race alike, and
+`capture_failure(model)` says why (the app says so in the race's status line); `release_graphs`
+forgets it, so the next decode tries again.
 
 A pass with a layer hook (the layer-wise policies, core/layerwise.py) runs eagerly over its exact
 rows, since the hook chooses rows and reads signals in Python between layers.
@@ -155,21 +159,24 @@ class Workspace(Passes):
         padded_rows = [] if rows is None else _padded(rows, size)
         self.index[: len(padded_rows) + self.block_len].copy_(
             host_index(padded_rows + _padded(needed, self.block_len)), non_blocking=True)
-        logits = self._pass(model, size) if self.pool is None else self._replay(model, size)
+        logits = self._replay(model, size) if self._capturing(model) else self._pass(model, size)
         return logits[0, : len(needed)]
+
+    def _capturing(self, model: DiffusionTransformer) -> bool:
+        return self.pool is not None and not capture_failure(model)
 
     def capture(self, model: DiffusionTransformer, sizes: Sequence[int | None]) -> None:
         """Capture the graphs of these passes now (None: the full pass), e.g. while an app warms up,
         so that no decode's first steps wait for them. What the passes compute is thrown away: the
         workspace's next decode starts over (`start`)."""
-        if self.pool is None:
-            return
         for size in (size for size in sizes if size not in self.graphs):
+            if not self._capturing(model):
+                return
             rows, logit_rows = self._views(size)
             logit_rows.zero_()  # positions the pass computes
             if rows is not None:
                 rows.copy_(torch.arange(size, device=self.device))
-            self._capture(model, size)
+            self._try_capture(model, size)
 
     def _views(self, size: int | None) -> tuple[torch.Tensor | None, torch.Tensor]:
         """(the rows of a pass of `size` rows, None for the full pass; its logit rows)."""
@@ -183,12 +190,24 @@ class Workspace(Passes):
         return model(ids, self.cache, rows, logit_rows)
 
     def _replay(self, model: DiffusionTransformer, size: int | None) -> torch.Tensor:
-        if size not in self.graphs:
-            self._capture(model, size)
+        if size not in self.graphs and not self._try_capture(model, size):
+            return self._pass(model, size)  # the same pass, eagerly (it writes the same K/V again)
         graph, logits = self.graphs[size]
         with torch.cuda.device(self.device):  # on the current stream of the model's GPU, after the step's copies
             graph.replay()
         return logits
+
+    def _try_capture(self, model: DiffusionTransformer, size: int | None) -> bool:
+        """_capture, or, if it fails, the failure recorded for the model (not an out-of-memory: that is
+        the run's to report); whether the graph is there."""
+        try:
+            self._capture(model, size)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- whatever refused the capture, the passes still run eagerly
+            _capture_failed(model, e)
+            return False
+        return True
 
     def _capture(self, model: DiffusionTransformer, size: int | None) -> None:
         """Record the pass of `size` rows. The warm-up pass before it really runs, with this step's
@@ -214,11 +233,17 @@ def _padded(positions: list[int], size: int) -> list[int]:
 
 
 class _ModelWorkspaces:
-    """A model's idle workspaces (most recently used last) and the memory pool their graphs share."""
+    """A model's idle workspaces (most recently used last), the memory pool their graphs share, and why
+    capturing failed, once it did."""
 
     def __init__(self, capture: bool) -> None:
-        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.pool = _graph_pool() if capture else None
         self.idle: list[Workspace] = []
+        self.failure = ""
+
+
+def _graph_pool() -> object:
+    return torch.cuda.graph_pool_handle()
 
 
 _WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _ModelWorkspaces
@@ -283,6 +308,30 @@ def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode
         for ws in workspaces:
             ws.capture(model, sizes)
         return sum(ws.capture_s for ws in workspaces) - before
+
+
+def capture_failure(model: DiffusionTransformer) -> str:
+    """Why capturing the model's graphs failed in this process ('' if it has not): every pass of the
+    model runs eagerly since."""
+    owned = _WORKSPACES.get(model)
+    return owned.failure if owned is not None else ""
+
+
+def _capture_failed(model: DiffusionTransformer, error: Exception) -> None:
+    """Record the first failure; the idle workspaces' graphs go (no pass replays them any more)."""
+    with _LOCK:
+        owned = _WORKSPACES.get(model)
+        if owned is None or owned.failure:
+            return
+        owned.failure = error_line(error)
+        for ws in owned.idle:
+            ws.graphs.clear()
+
+
+def error_line(error: Exception) -> str:
+    """An error's type and the first line of its message: what a status line has room for."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def idle_workspaces(model: DiffusionTransformer) -> list[Workspace]:

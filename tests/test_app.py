@@ -269,6 +269,10 @@ def test_the_status_line_tells_what_capturing_graphs_cost_and_no_lane_is_charged
     text = banner_html(lanes, comparison, graphs_s=snap.graphs_s)
     assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on no lane's clock" in text
     assert "CUDA graphs" not in banner_html(lanes, comparison)
+    failed = banner_html(lanes, comparison, graphs_failed="RuntimeError: operation not permitted when stream is "
+                                                          "capturing")
+    assert "<b>2.00x</b>" in failed and ("CUDA graphs could not be captured (RuntimeError: operation not permitted "
+                                         "when stream is capturing): every lane runs eagerly.") in failed
 
 
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
@@ -551,7 +555,7 @@ def test_models_are_loaded_once(registry) -> None:
 def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> None:
     loads: list[str] = []
 
-    def fake_load(source: str, device: str):
+    def fake_load(source: str, device: str, fusion: str):
         loads.append(source)
         return object(), source
 

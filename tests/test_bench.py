@@ -154,6 +154,31 @@ def test_forward_costs_cover_each_row_count(saved):
     assert list(costs) == [24, 6, 1] and all(s > 0 for s in costs.values())
 
 
+def test_pass_flops_are_what_torchs_flop_counter_counts(family):
+    """Every matmul of a pass, attention's included (run on its math backend, where torch counts them),
+    and the LM head over the logit rows only: the count the GPU check turns into TFLOPS."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from core.forward_cost import pass_flops
+
+    model = tiny_model(family)
+    cache = model.new_cache(1, 20)
+    ids = torch.randint(0, 40, (1, 20))
+    with torch.no_grad():
+        model(ids, cache)
+        for rows, logit_rows in ((None, None), (torch.arange(12, 20), torch.arange(16, 20))):
+            with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counted:
+                model(ids if rows is None else ids[:, rows], cache, rows, logit_rows)
+            n, n_logits = (20, 20) if rows is None else (8, 4)
+            assert counted.get_total_flops() == pass_flops(model.config, n, 20, n_logits)
+    llada = dict(vocab_size=126464, dim=4096, n_layers=32, n_heads=32, ffn_dim=12288, mask_token_id=126336)
+    from core.config import ModelConfig
+
+    assert round(pass_flops(ModelConfig(**llada), 1256, 1256, 32) / 1e12, 1) == 18.4  # as its docstring says
+
+
 def test_weight_bytes_count_what_every_pass_reads(saved):
     from core.forward_cost import weight_bytes
 

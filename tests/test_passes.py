@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import tiny_model
 
+import core.passes
 from core.decoder import DecodeConfig, decode
 from core.passes import (
     MAX_IDLE_WORKSPACES,
@@ -15,6 +16,7 @@ from core.passes import (
     Workspace,
     bucket,
     capture_ahead,
+    capture_failure,
     idle_workspaces,
     passes_for,
     release_graphs,
@@ -249,3 +251,32 @@ def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race():
     for lane in lanes:
         lane.close()
     assert sorted(map(id, idle_workspaces(model))) == sorted(map(id, ready))
+
+
+def test_a_capture_that_fails_leaves_every_pass_of_the_model_eager_and_says_why(monkeypatch, family):
+    """As on one GPU (a pool, captures attempted) with a device that refuses to capture: the decode runs
+    the same padded passes eagerly, the first failure is kept for the model, and no capture is tried
+    again until its graphs are released."""
+    model = tiny_model(family).double()
+    policy = {"tau": 0.5, "k": 2}
+    config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
+    expected = [(e.tokens, e.rows) for e in decode(model, PROMPT, make_policy("entropy", **policy), config)]
+    tried = []
+
+    def refuse(self, model, size):
+        tried.append(size)
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nCompile with ...")
+
+    monkeypatch.setattr(core.passes, "_single_cuda_device", lambda model: next(model.parameters()).device)
+    monkeypatch.setattr(core.passes, "_graph_pool", object)
+    monkeypatch.setattr(Workspace, "_capture", refuse)
+    try:
+        assert uses_static_passes("auto", model)
+        got = [(e.tokens, e.rows, e.capture_s) for e in decode(model, PROMPT, make_policy("entropy", **policy), config)]
+        assert [g[:2] for g in got] == expected and all(g[2] == 0 for g in got)
+        assert tried == [None]  # the first pass's capture failed; none was tried after it
+        assert capture_failure(model) == "RuntimeError: CUDA error: operation not permitted when stream is capturing"
+        assert capture_ahead(model, len(PROMPT) + 16, 8) == 0.0 and tried == [None]
+    finally:
+        release_graphs(model)
+    assert capture_failure(model) == ""  # released: the next decode tries again

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import closing
+from dataclasses import dataclass, field, replace
 
 from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
 from core.forward_cost import weight_read_floor_s
-from core.passes import capture_ahead
+from core.passes import capture_ahead, capture_failure
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Snapshot:
     finished: bool  # every lane is done
     capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
     floor_s: float | None = None  # on a GPU, reading every weight once (core.forward_cost.weight_read_floor_s)
+    graphs_failed: str = ""  # why capturing CUDA graphs failed, once it did: every lane runs eagerly since
 
     @property
     def graphs_s(self) -> float:
@@ -131,8 +133,10 @@ def race_snapshots(
     captured = capture_ahead(model, length, config.block_len, config.graphs, lanes=len(run.lanes))
     floor_s = weight_read_floor_s(model)
     decoders = [decode(model, prompt_ids, lane.policy, lane.config) for lane in run.lanes]
-    yield from race(decoders, [lane.policy.describe() for lane in run.lanes], throttle_s, should_stop,
-                    capture_s=captured, floor_s=floor_s)
+    with closing(race(decoders, [lane.policy.describe() for lane in run.lanes], throttle_s, should_stop,
+                      capture_s=captured, floor_s=floor_s)) as snapshots:
+        for snap in snapshots:  # a failed capture (core.passes.capture_failure) is said in the status line
+            yield replace(snap, graphs_failed=capture_failure(model))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 recomputed.
 
 A race's lanes advance on one shared clock of measured compute time (app/race/decode.py). A replay keeps that
-clock: its frames are the steps of both lanes in the order their compute time ended, and frame n is
+clock: its frames are the steps of every lane in the order their compute time ended, and frame n is
 shown at wall time (end of its step on the shared clock) x slow-down. So at any pace the faster
 policy pulls ahead by exactly the measured ratio. "One step per second" picks the slow-down that
 makes the median step last a second. No gradio here.
@@ -35,7 +35,7 @@ class Frame(NamedTuple):
 @dataclass(frozen=True)
 class Replay:
     trace: Trace
-    frames: tuple[Frame, ...]  # both lanes' steps in the order their compute ended
+    frames: tuple[Frame, ...]  # every lane's steps in the order their compute ended
 
     @classmethod
     def of(cls, trace: Trace) -> Replay:

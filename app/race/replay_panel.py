@@ -201,7 +201,7 @@ def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:
             nxt = gr.Button("Step forward >", elem_id="replay-next")
         with gr.Row():
             slider = gr.Slider(0, 1, value=0, step=1, scale=4, elem_id="replay-slider",
-                               label="Frame (both lanes' steps, in the order their compute ended)")
+                               label="Frame (every lane's steps, in the order their compute ended)")
             # The frame handlers read: unbounded here, checked by check_frame with a message naming it. (The
             # slider's own bounds change per replay, and Gradio checks an updated slider with its own words.)
             frame = gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,

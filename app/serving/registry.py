@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -24,6 +25,7 @@ from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import Example, chat_examples, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
+from core.fusion import check_fusion
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
 from core.passes import check_graphs
 
@@ -57,10 +59,12 @@ class ModelChoice:
 class ModelRegistry:
     """Labels -> models, loaded on first use and cached; at most `max_gpu_models` GPU models resident."""
 
-    def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1, graphs: str = "auto") -> None:
+    def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1, graphs: str = "auto",
+                 fusion: str = "auto") -> None:
         self._choices = {c.label: c for c in choices}
         self.max_gpu_models = max_gpu_models
         self.graphs = check_graphs(graphs)  # how every decode here runs its passes (core/passes.py)
+        self.fusion = check_fusion(fusion)  # whether each model's pointwise parts are compiled (core/fusion.py)
         self._loaded: dict[str, tuple[object, object]] = {}
         self._tokenizers: dict[str, object] = {}  # of local models not loaded yet
         # One lock per model: two visitors never load the same 8B model twice, and nobody using the
@@ -86,12 +90,13 @@ class ModelRegistry:
         choice = self.choice(label)
         with self._locks[label]:
             if label not in self._loaded:
+                load = partial(load_model, fusion=self.fusion)
                 if choice.device == "cuda":
                     with self._gpu_lock:
                         self._evict_gpu_models()
-                        self._loaded[label] = load_model(choice.source, device=choice.device)
+                        self._loaded[label] = load(choice.source, device=choice.device)
                 else:  # on the thread every CPU decode runs on (app/serving/device_thread.py)
-                    self._loaded[label] = CPU_THREAD.call(load_model, choice.source, choice.device)
+                    self._loaded[label] = CPU_THREAD.call(load, choice.source, choice.device)
             return self._loaded[label]
 
     def check_prompt(self, label: str, prompt: str) -> None:
@@ -154,9 +159,10 @@ def build_registry(
     cuda: bool | None = None,
     max_gpu_models: int = 1,
     graphs: str = "auto",
+    fusion: str = "auto",
 ) -> ModelRegistry:
     """The fixed list of choices. `embedded` overrides the shipped model's folder (tests, development);
-    `graphs`: every decode's DecodeConfig.graphs (app.py --graphs)."""
+    `graphs`: every decode's DecodeConfig.graphs (app.py --graphs); `fusion`: every model's (app.py --fusion)."""
     cuda = torch.cuda.is_available() if cuda is None else cuda
     device = "cuda" if cuda else "cpu"
     choices = [local_choice(embedded or EMBEDDED, EMBEDDED_LABEL, "cpu")]
@@ -166,7 +172,7 @@ def build_registry(
     for folder in dict.fromkeys(extra_dirs):  # the same folder twice is one choice
         label = _unique(f"{Path(folder).resolve().name} (local, {device.upper()})", [c.label for c in choices])
         choices.append(local_choice(folder, label, device))
-    return ModelRegistry(choices, max_gpu_models, graphs)
+    return ModelRegistry(choices, max_gpu_models, graphs, fusion)
 
 
 def _unique(label: str, taken: list[str]) -> str:
