@@ -110,26 +110,12 @@ class TimeSplit:
     def total_s(self) -> float:
         return self.full_s + self.partial_s + self.choice_s + self.decision_s
 
-    @property
-    def full_pass_s(self) -> float | None:
-        """One full pass, on average; None without one."""
-        return self.full_s / self.full_passes if self.full_passes else None
-
-    @property
-    def partial_pass_s(self) -> float | None:
-        """One partial pass, on average; None without one."""
-        return self.partial_s / self.partial_passes if self.partial_passes else None
-
-    @property
-    def partial_pass_rows(self) -> float | None:
-        return self.partial_rows / self.partial_passes if self.partial_passes else None
-
     def ceiling(self, full_pass_s: float) -> float | None:
         """The most this schedule of full and partial steps could gain over a decode that runs every one
         of its steps as a full pass, were each step only its pass: steps x F / (full x F + partial x P),
         F and P one full and one partial pass (F from any decode at this length, as a decode without a
         cache has many). None without a partial pass."""
-        if self.partial_pass_s is None or full_pass_s <= 0:
+        if not self.partial_passes or full_pass_s <= 0:
             return None
         return self.steps * full_pass_s / (self.full_passes * full_pass_s + self.partial_s)
 
