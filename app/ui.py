@@ -12,6 +12,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.drift.tab import build_drift_tab
+from app.race.parted import CSS as PARTED_CSS
 from app.race.replay_panel import REPLAY_JS
 from app.race.speed import CSS as SPEED_CSS
 from app.race.tab import build_race_tab
@@ -23,10 +24,11 @@ from app.serving.registry import ModelRegistry
 from app.sweep.point import CSS as POINT_CSS
 from app.sweep.tab import SWEEP_JS, build_sweep_tab
 from app.widgets.banner import CSS as BANNER_CSS
+from app.widgets.text_diff import CSS as DIFF_CSS
 from app.widgets.text_view import CSS as TEXT_CSS
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
-CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS + TIME_CSS + POINT_CSS
+CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS + TIME_CSS + PARTED_CSS + DIFF_CSS + POINT_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
 
 

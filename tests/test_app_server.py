@@ -447,6 +447,9 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
         banner = page.locator("#banner").inner_text()
         assert "from parallel decoding (left to middle)" in banner and "the paper's comparison" in banner
         assert "Where the time goes" in page.locator("#time-panel").inner_text()
+        parted = page.locator("#parted")
+        parted.locator(".ec-pair").wait_for(timeout=30_000)
+        assert "Where the texts part." in parted.inner_text() and parted.locator(".ec-col-head").count() == 3
         assert page.locator("#text-right .ec-text span").count() > 0
         speeds = "".join(page.locator(f"#speed-{side}").inner_text() for side in ("left", "middle", "right"))
         assert "finished first" in speeds and "one token per step" in speeds
@@ -554,7 +557,7 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
         assert cards.count() == 3 and "tau 12, k 2" in page.locator("#sweep-loaded").inner_text()
         for card, prompt in zip(cards.all(), stories):
             assert prompt in card.inner_text() and card.locator(".ec-pair .ec-text").count() == 2  # side by side
-        assert page.locator("#sweep-point .ec-first").count() >= 1
+        assert page.locator("#sweep-point .ec-parted").count() >= 1
         assert page.locator("#sweep-downloads a[download]").count() == 4  # points, texts, JSON, your prompts
         page.screenshot(path=str(shot), full_page=True)
         page.get_by_role("tab", name="Race").click()

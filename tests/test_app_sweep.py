@@ -351,7 +351,7 @@ def test_a_picked_point_shows_each_prompts_texts_side_by_side_with_every_differe
         assert exact_col.startswith("exact decoder") and cached_col.startswith("EntropyCache tau 12, k 2")
         for column, tokens, other in ((exact_col, ref["tokens"], ours["tokens"]), (cached_col, ours["tokens"],
                                                                                      ref["tokens"])):
-            words = re.findall(r'<span class="ec-tok( ec-diff)?( ec-first)?" title="token (\d+)">', column)
+            words = re.findall(r'<span class="ec-tok( ec-diff)?( ec-parted)?" title="token (\d+)">', column)
             assert len(words) == len(tokens)
             assert [bool(d) for d, _, _ in words] == [i >= len(other) or other[i] != t for i, t in enumerate(tokens)]
             first = ours["first_divergence"]

@@ -17,16 +17,21 @@ from app.controls.presets import CACHE_ALONE, PAPER, PRESETS
 from app.controls.run import RawRun, check_run
 from app.race.client import named
 from app.race.comparison import Comparison, LaneLabel
+from app.race.decode import Lane
 from app.race.panels import OUTPUT_NAMES, build_race_panels
+from app.race.parted import parted_html
 from app.race.replay import Replay
 from app.race.replay_panel import REPLAY_OUTPUT_NAMES, build_replay_panel
+from app.race.speed import summary_rows
 from app.race.tab import preset_inputs
 from app.race.time_panel import NOT_RECORDED
 from app.race.trace_reader import read_trace
 from app.serving.examples import chat_examples
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
+from app.widgets.text_view import TokenText
 from core.decoder import DecodeConfig, generate
+from core.events import StepEvent, Totals
 from core.forward_cost import TimeSplit
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
@@ -202,3 +207,34 @@ def test_the_handler_races_vanilla_in_three_lanes_and_shows_the_middle_one(regis
     shown = [out[panels.middle].visible for out in outs if panels.middle in out]
     assert shown and all(shown)
     assert "finished" in outs[-1][panels.status] and outs[-1][panels.lanes["middle"].final]
+
+
+def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
+    """A finished lane whose answer is `answer`, then an end-of-text."""
+    tokens = [*answer, eos]
+    event = StepEvent(step=0, block=0, prompt_len=1, tokens=tokens, unmasked=[], unmasked_tokens=[], entropies=[],
+                      max_entropy=0.0, full=True, reason="", rows=[], layer_rows=[1], compute_s=1.0, decision_s=0.0,
+                      totals=Totals(steps=1, tokens=len(answer), compute_s=1.0), done=True)
+    return Lane(name, [event], 1.0, True, 1)
+
+
+def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> None:
+    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    labels = (LaneLabel("left", "none", decoding), LaneLabel("middle", "none", decoding | {"threshold": 0.9}),
+              LaneLabel("right", "entropy(tau=1.0, k=2)", decoding | {"threshold": 0.9}))
+    lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("none", [5, 6, 7, 8]),
+             finished_lane("entropy", [5, 6, 9, 8, 10]))
+    text = TokenText.from_pieces({5: "a", 6: "b", 7: "c", 8: "d", 9: "x", 10: "y", 99: "<end>"}, " ", 0, [99])
+    page = parted_html(lanes, labels, text)
+    said = re.sub("<[^>]+>", "", page.split('<div class="ec-legend">')[0])
+    assert ("Middle: compared at EntropyCache's settings: the same text as the left lane (4 tokens). Right: "
+            "EntropyCache: parts from the left lane's text at token 2 of 4; agreement 0.750.") in said
+    left, middle, right = page.split('<div class="ec-col-head">')[1:]
+    marked = [re.findall(r'class="ec-tok( ec-diff)?( ec-parted)?" title="token (\d+)"', column)
+              for column in (left, middle, right)]
+    assert marked[2] == [("", "", "0"), ("", "", "1"), (" ec-diff", " ec-parted", "2"), ("", "", "3"),
+                         (" ec-diff", "", "4")]  # the right lane's: where it parts, and a token the left lacks
+    assert marked[1] == [("", "", str(i)) for i in range(4)]  # the middle lane's: no difference
+    assert marked[0][2] == (" ec-diff", " ec-parted", "2")  # the left lane's, against EntropyCache's
+    summary = summary_rows(lanes, labels)
+    assert [row[-2:] for row in summary] == [["-", "-"], ["1.000", "same text"], ["0.750", 2]]

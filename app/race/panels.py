@@ -29,8 +29,9 @@ LANES = tuple(f"{side}.{part}" for side in SIDES for part in LANE_PARTS)
 # Every update of a race or a replay (RacePanels.drawn): banner, time panel, each side's lane, the middle
 # lane's final text (shown or hidden with its lane).
 DRAWN_NAMES = ("status", "time", *LANES, "middle.final")
-# `/run` (RacePanels.outputs): banner, time panel, each side's lane, each side's final text, summary, trace.
-OUTPUT_NAMES = ("status", "time", *LANES, *(f"{side}.final" for side in SIDES), "summary", "trace")
+# `/run` (RacePanels.outputs): banner, time panel, each side's lane, where the texts part, each side's final
+# text, summary, trace.
+OUTPUT_NAMES = ("status", "time", *LANES, "parted", *(f"{side}.final" for side in SIDES), "summary", "trace")
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,14 @@ class RacePanels:
     lanes: dict[str, LanePanels]  # by side: left, middle, right
     middle: gr.Column  # the middle lane, shown only in a race that has one
     middle_final: gr.Textbox  # its final text, shown with it
+    parted: gr.HTML  # where the finished lanes' texts part (app/race/parted.py)
     summary: gr.Dataframe
     trace: gr.File  # the whole trace, to download (and to replay)
 
     def outputs(self) -> list[Block]:
         """What a race updates, in the HTTP API's order (OUTPUT_NAMES)."""
         lanes = [c for side in SIDES for c in self.lanes[side].drawn()]
-        return [self.status, self.time, *lanes, self.middle, *(self.lanes[side].final for side in SIDES),
+        return [self.status, self.time, *lanes, self.middle, self.parted, *(self.lanes[side].final for side in SIDES),
                 self.summary, self.trace]
 
     def drawn(self) -> list[Block]:
@@ -87,12 +89,12 @@ class RacePanels:
 
     def results(self, sides: tuple[str, ...], final: Final) -> Outputs:
         texts = {self.lanes[side].final: text for side, text in zip(sides, final.texts)}
-        return texts | {self.summary: pd.DataFrame(final.summary, columns=SUMMARY_HEADERS),
-                        self.trace: str(final.trace_path)}
+        return texts | {self.parted: final.parted_html, self.trace: str(final.trace_path),
+                        self.summary: pd.DataFrame(final.summary, columns=SUMMARY_HEADERS)}
 
     def cleared(self) -> Outputs:
         """No results: a new race's go at once."""
-        return {**{self.lanes[side].final: "" for side in SIDES}, self.summary: None, self.trace: None}
+        return {**{self.lanes[side].final: "" for side in SIDES}, self.parted: "", self.summary: None, self.trace: None}
 
 
 def build_race_panels() -> RacePanels:
@@ -112,10 +114,11 @@ def build_race_panels() -> RacePanels:
                     rows=gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{side}"),
                 )
     gr.Markdown("### Result")
+    parted = gr.HTML(elem_id="parted")
     with gr.Row():
         finals = {side: gr.Textbox(label=f"{SIDE_TITLES[side]}: final text", lines=3, interactive=False,
                                    visible=side != "middle", elem_id=f"final-{side}") for side in SIDES}
     summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False)
     trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
     lanes = {side: LanePanels(**parts[side], final=finals[side]) for side in SIDES}
-    return RacePanels(status, time, lanes, columns["middle"], finals["middle"], summary, trace)
+    return RacePanels(status, time, lanes, columns["middle"], finals["middle"], parted, summary, trace)

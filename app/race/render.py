@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from app.controls.run import Run
 from app.race.comparison import Comparison, LaneLabel, speedup
 from app.race.decode import Lane, Snapshot
+from app.race.parted import parted_html
 from app.race.speed import banner_html, speed_html, summary_rows
 from app.race.time_panel import time_html
 from app.race.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
@@ -35,6 +36,7 @@ class LaneView:
 @dataclass(frozen=True)
 class Final:
     texts: tuple[str, ...]  # each lane's, left to right
+    parted_html: str  # where the lanes' texts part (app/race/parted.py)
     summary: list[list]
     trace_path: Path
 
@@ -143,4 +145,5 @@ class RaceRenderer(Renderer):
         texts = tuple(answer_text(self.tokenizer, lane.last) for lane in snap.lanes)
         data = trace_dict(self.run.settings, self.prompt_ids, snap.lanes, lay.labels, texts,
                           speedup(snap.lanes[0], snap.lanes[-1]), TraceModel.of(lay, *snap.lanes), snap.floor_s)
-        return Final(texts, summary_rows(snap.lanes, lay.labels), write_trace(data, self.trace_dir))
+        return Final(texts, parted_html(snap.lanes, lay.labels, lay.text), summary_rows(snap.lanes, lay.labels),
+                     write_trace(data, self.trace_dir))

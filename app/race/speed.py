@@ -11,10 +11,11 @@ from collections.abc import Sequence
 
 from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
+from app.race.parted import partings
 from app.widgets.banner import banner
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
-                   "tokens/s", "speedup vs left"]
+                   "tokens/s", "speedup vs left", "agreement with left", "parts from left at"]
 
 
 def speed_html(lane: Lane, label: LaneLabel) -> str:
@@ -76,13 +77,17 @@ def _factors(lanes: Sequence[Lane], comparison: Comparison) -> str:
 
 
 def summary_rows(lanes: Sequence[Lane], labels: Sequence[LaneLabel]) -> list[list]:
-    base = lanes[0]
+    """A row per lane; its agreement with the left lane's answer and where it parts from it (app/race/parted.py;
+    '-' on the left lane's own row)."""
+    base, parts = lanes[0], partings(lanes)
     out = []
-    for lane, label in zip(lanes, labels):
+    for i, (lane, label, part) in enumerate(zip(lanes, labels, parts)):
         t = lane.last.totals
         ratio = base.clock / lane.clock if lane.clock else float("nan")
+        agreement = "-" if i == 0 or part.agreement is None else f"{part.agreement:.3f}"
+        parted = "-" if i == 0 else ("same text" if part.tokens == parts[0].tokens else part.first)
         out.append([label.side, label.policy, label.schedule, t.steps, t.full_steps, f"{t.rows_fraction:.1%}",
-                    round(lane.clock, 4), t.tokens, round(t.tokens_per_s, 1), round(ratio, 2)])
+                    round(lane.clock, 4), t.tokens, round(t.tokens_per_s, 1), round(ratio, 2), agreement, parted])
     return out
 
 

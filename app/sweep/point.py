@@ -13,14 +13,13 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
+from app.widgets.text_diff import LEGEND as DIFF_LEGEND
+from app.widgets.text_diff import diff_column
+
 CSS = """
 .ec-point-head { font-size: 15px; margin: 4px 0 8px; }
 .ec-prompt { border: 1px solid #dde2ea; border-radius: 8px; padding: 8px 10px; margin-bottom: 10px; }
 .ec-prompt-text { color: #444; font-style: italic; }
-.ec-pair { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; }
-.ec-col-head { font-size: 12px; color: #666; font-weight: 600; }
-.ec-diff { background: #ffd9d6; color: #000; border-radius: 3px; }
-.ec-first { outline: 2px solid #d62728; outline-offset: 1px; }
 .ec-steps { display: flex; flex-wrap: wrap; gap: 1px; margin: 4px 0; }
 .ec-steps span { display: inline-block; width: 5px; height: 12px; background: #dfe3ea; }
 .ec-steps span.ec-step-forced { background: #555; }
@@ -30,11 +29,10 @@ CSS = """
 PICK_HINT = ("Click a point of the plot (or an EntropyCache row of the table) to see its texts beside the exact "
              "decoder's.")
 MAX_PROMPT_SHOWN = 300  # characters of a prompt shown above its texts (a 4-shot prompt is long)
-LEGEND = ('<div class="ec-legend"><span><span class="ec-tok ec-diff">word</span> differs from the other text '
-          '(same position)</span><span><span class="ec-tok ec-diff ec-first">word</span> the first token where '
-          'they part</span> steps: <span><span class="ec-key" style="background:#555"></span> full, forced '
-          '(a block\'s first)</span><span><span class="ec-key" style="background:#d62728"></span> full by '
-          'entropy</span><span><span class="ec-key" style="background:#dfe3ea"></span> partial</span></div>')
+LEGEND = (f'<div class="ec-legend">{DIFF_LEGEND} steps: '
+          '<span><span class="ec-key" style="background:#555"></span> full, forced (a block\'s first)</span>'
+          '<span><span class="ec-key" style="background:#d62728"></span> full by entropy</span>'
+          '<span><span class="ec-key" style="background:#dfe3ea"></span> partial</span></div>')
 
 
 def find_point(rows: list[dict], tau: float, k: int) -> dict | None:
@@ -87,8 +85,8 @@ def _card(i: int, ref: dict, ours: dict, tau: float, k: int, pieces: Mapping[int
             f'<span class="ec-prompt-text">{html.escape(shown)}</span></div>'
             f'<div class="ec-legend">{parted}; agreement {ours["agreement"]:.3f}{_in_text(ours)}; {full}{graded}</div>'
             f'{_steps(ours)}<div class="ec-pair">'
-            f'{_column("exact decoder", ref["tokens"], ours["tokens"], first, pieces, sep)}'
-            f'{_column(f"EntropyCache tau {tau:g}, k {k}", ours["tokens"], ref["tokens"], first, pieces, sep)}'
+            f'{diff_column("exact decoder", ref["tokens"], ours["tokens"], first, pieces, sep)}'
+            f'{diff_column(f"EntropyCache tau {tau:g}, k {k}", ours["tokens"], ref["tokens"], first, pieces, sep)}'
             "</div></div>")
 
 
@@ -112,14 +110,3 @@ def _steps(record: dict) -> str:
     kinds.update(dict.fromkeys(record["full_steps_entropy_at"], "ec-step-entropy"))
     cells = "".join(f'<span class="{kinds.get(s, "")}" title="step {s}"></span>' for s in range(record["steps"]))
     return f'<div class="ec-steps">{cells}</div>'
-
-
-def _column(title: str, tokens: list[int], other: list[int], first: int, pieces: Mapping[int, str], sep: str) -> str:
-    """A text as tokens, each one that differs from `other` at its position marked (`first` flagged)."""
-    spans = []
-    for i, token in enumerate(tokens):
-        differs = i >= len(other) or other[i] != token
-        classes = "ec-tok" + (" ec-diff" if differs else "") + (" ec-first" if differs and i == first else "")
-        spans.append(f'<span class="{classes}" title="token {i}">{html.escape(pieces.get(token, "?"))}</span>')
-    body = sep.join(spans) or '<span class="ec-end">(no text)</span>'
-    return f'<div><div class="ec-col-head">{html.escape(title)}</div><div class="ec-text">{body}</div></div>'

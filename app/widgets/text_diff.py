@@ -1,0 +1,34 @@
+"""Two or more decoded texts side by side, each token that differs from the reference text at its
+position marked and the first such token flagged: where a cached decode parts from the exact one.
+
+The Sweep's picked point and the Race's result draw their texts with it. Token text comes from a
+model's pieces (app/widgets/text_view.py), every piece HTML-escaped: a model's output is text. No
+gradio here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+CSS = """
+.ec-pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(220px, 1fr)); gap: 14px; }
+.ec-col-head { font-size: 12px; color: #666; font-weight: 600; }
+.ec-diff { background: #ffd9d6; color: #000; border-radius: 3px; }
+.ec-parted { outline: 2px solid #d62728; outline-offset: 1px; }
+"""
+LEGEND = ('<span><span class="ec-tok ec-diff">word</span> differs from the other text (same position)</span>'
+          '<span><span class="ec-tok ec-diff ec-parted">word</span> the first token where they part</span>')
+
+
+def diff_column(title: str, tokens: Sequence[int], other: Sequence[int], first: int, pieces: Mapping[int, str],
+                sep: str) -> str:
+    """A text as tokens, each one that differs from `other` at its position marked, the one at `first`
+    (core.bench.first_divergence) flagged."""
+    spans = []
+    for i, token in enumerate(tokens):
+        differs = i >= len(other) or other[i] != token
+        classes = "ec-tok" + (" ec-diff" if differs else "") + (" ec-parted" if differs and i == first else "")
+        spans.append(f'<span class="{classes}" title="token {i}">{html.escape(pieces.get(token, "?"))}</span>')
+    body = sep.join(spans) or '<span class="ec-end">(no text)</span>'
+    return f'<div><div class="ec-col-head">{html.escape(title)}</div><div class="ec-text">{body}</div></div>'
