@@ -222,7 +222,8 @@ def _row(c: Contender, tally: Tally, ref: Tally, n: int, vanilla: Tally | None) 
         "rows_fraction": t.rows_fraction,
         "full_steps_fraction": t.full_steps / t.steps,
         "full_steps_forced": forced / t.steps,
-        "full_steps_entropy": (t.full_steps - forced) / t.steps,
+        # full steps beyond a block's first, for a policy that takes them by entropy (None: another policy)
+        "full_steps_entropy": (t.full_steps - forced) / t.steps if POLICIES[c.policy].decides_by_entropy else None,
         "entropy_p50": _quantile(entropies, 0.5),
         "entropy_p90": _quantile(entropies, 0.9),
         "entropy_max": entropies[-1],

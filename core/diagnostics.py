@@ -133,8 +133,9 @@ class StepPair:
     step: int  # t
     entropy: float  # max entropy of the tokens step t-1 decoded
     change: float  # mean K/V change of every row
-    recomputed: float | None  # mean change of the rows step t computes; None: step t is full (every row)
-    reused: float | None  # of the rows it reuses from the cache
+    recomputed: float  # mean change of the rows step t computes (every row when step t is full)
+    reused: float | None  # of the rows it reuses from the cache; None: step t is full, it reuses none
+    full: bool  # step t computes every row
     staleness: float  # the cache against the fresh K/V: relative L2, mean over layers
     since_full: int | None  # steps since the cache was last rewritten in full (1: step t-1 was); None: never
     tail: bool  # an end-of-text was decoded before step t
@@ -153,11 +154,11 @@ def step_pairs(events: list, eos_ids: tuple[int, ...] | set[int]) -> list[StepPa
         if event.kv_change is None or event.drift_l2 is None:
             continue
         change, rows = event.kv_change, set(event.rows)
-        recomputed = reused = None
+        recomputed, reused = _mean(change), None  # a full step recomputes every row and reuses none
         if not event.full:
             recomputed = _mean([change[i] for i in sorted(rows)])
             reused = _mean([c for i, c in enumerate(change) if i not in rows])
-        pairs.append(StepPair(event.step, before.max_entropy, _mean(change), recomputed, reused,
+        pairs.append(StepPair(event.step, before.max_entropy, _mean(change), recomputed, reused, event.full,
                               _mean(event.drift_l2), None if last_full is None else event.step - last_full,
                               any(t in eos for t in before.tokens), event.block != before.block))
     return pairs
@@ -168,13 +169,15 @@ SERIES = ("change", "recomputed", "reused")  # every row; the rows the next step
 
 def links(pairs: list[StepPair]) -> dict:
     """For each series: its Pearson and Spearman against entropy over every pair with a value, and over
-    the unmarked ones only."""
+    the unmarked ones only, with how many pairs and the largest entropy among them (the range a
+    correlation covers: entropies are 0 and up)."""
     out = {}
     for name in SERIES:
         for subset, chosen in (("all", pairs), ("unmarked", [p for p in pairs if not p.marked])):
             xy = [(p.entropy, getattr(p, name)) for p in chosen if getattr(p, name) is not None]
             x, y = [a for a, _ in xy], [b for _, b in xy]
-            out[f"{name}_{subset}"] = {"n": len(xy), "pearson": pearson(x, y), "spearman": spearman(x, y)}
+            out[f"{name}_{subset}"] = {"n": len(xy), "pearson": pearson(x, y), "spearman": spearman(x, y),
+                                       "max_entropy": max(x, default=0.0)}
     return out
 
 
@@ -189,30 +192,53 @@ def staleness_curve(pairs: list[StepPair]) -> dict[int, float]:
     return {k: sums[k] / counts[k] for k in sorted(sums)}
 
 
+NARROW_NATS = 0.2  # entropies all below this: too narrow a range for a correlation to say anything
+MIN_PAIRS = 8
+
+
 def verdict(link: dict) -> str:
-    """How a Spearman correlation reads, in words (n/a below 8 pairs), judged as it is shown: to 2 places."""
-    if link["n"] < 8 or math.isnan(link["spearman"]):
-        return "cannot yet say whether it tracks"
-    rho = round(link["spearman"], 2)
-    if rho >= 0.3:
+    """How a Spearman correlation reads, in words, judged as it is shown (to 2 places) and weighed by
+    what it rests on: its n (below MIN_PAIRS, or a rho within 2 / sqrt(n) of 0, the width of what
+    chance alone gives at that n, says nothing), the range of entropies it covers (every one below
+    NARROW_NATS: too narrow to say), then its size."""
+    n, rho = link["n"], link["spearman"]
+    if n < MIN_PAIRS or math.isnan(rho):
+        return f"cannot yet say whether it tracks ({n} steps)"
+    if link["max_entropy"] < NARROW_NATS:
+        return (f"cannot say whether it tracks: every entropy is below {NARROW_NATS} nats, too narrow a range "
+                f"(Spearman {round(rho, 2):+.2f} over {n} steps)")
+    shown = round(rho, 2)
+    if abs(shown) < 2 / math.sqrt(n):
+        return f"shows no link to ({shown:+.2f} over {n} steps is within chance)"
+    if shown >= 0.3:
         return "tracks"
-    if rho >= 0.1:
+    if shown > 0:
         return "weakly tracks"
-    return "does not track" if rho > -0.1 else "runs against"
+    return "weakly runs against" if shown > -0.3 else "runs against"
 
 
 def what_holds(found: dict) -> str:
     """One sentence on the measurements in `found` (links of unmarked pairs): what entropy predicts here.
     Split by rows where the policy takes partial steps at all (as the scatter is)."""
     recomputed, reused, change = found["recomputed_unmarked"], found["reused_unmarked"], found["change_unmarked"]
-    if change["n"] < 8:
+    if change["n"] < MIN_PAIRS:
         return f"Too few steps yet ({change['n']}) to say what entropy predicts here."
     if found["reused_all"]["n"] == 0:  # every step full (the exact decoder): no split
-        return (f"Here the entropy of what a step decodes {verdict(change)} how far the next step's K/V move "
-                f"(Spearman {change['spearman']:+.2f} over {change['n']} steps).")
+        return (f"Here the entropy of what a step decodes {verdict(change)} how far the next step's K/V move"
+                f"{_rho(change)}.")
     return (f"Here the entropy of what a step decodes {verdict(recomputed)} how far the rows the next step "
-            f"recomputes move (Spearman {recomputed['spearman']:+.2f}), and {verdict(reused)} how far the rows it "
-            f"reuses from the cache move ({reused['spearman']:+.2f}, {reused['n']} partial steps).")
+            f"recomputes move{_rho(recomputed)}, and {verdict(reused)} how far the rows it reuses from the cache "
+            f"move{_rho(reused, 'partial steps')}.")
+
+
+def _rho(link: dict, steps: str = "steps") -> str:
+    """' (Spearman +0.30 over 120 steps, entropies up to 2.1 nats)' where the verdict has not said it."""
+    if link["n"] < MIN_PAIRS or math.isnan(link["spearman"]) or link["max_entropy"] < NARROW_NATS:
+        return ""
+    if abs(round(link["spearman"], 2)) < 2 / math.sqrt(link["n"]):
+        return ""
+    return (f" (Spearman {link['spearman']:+.2f} over {link['n']} {steps}, entropies up to "
+            f"{link['max_entropy']:.1f} nats)")
 
 
 def drift_analysis(events: list, eos_ids: tuple[int, ...] | set[int]) -> dict:

@@ -37,12 +37,14 @@ from app.controls.run import MAX_PROMPT_CHARS, RawRun, check_run
 from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race, race_snapshots
 from app.race.render import RaceRenderer
+from app.race.speed import SUMMARY_HEADERS
 from app.race.tab import RaceTab, build_race_tab
 from app.race.trace import TRACE_DIR, write_trace
 from app.serving.context import AppContext
 from app.serving.examples import Example
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry, build_registry, extra_dirs_from_env
 from app.serving.sessions import RunBoard, StopFlag
+from app.widgets.lane_plots import step_axis
 from app.widgets.text_view import TokenText, render_text
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
@@ -203,10 +205,12 @@ def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_token
 
     assert len(updates) == ref_none.totals.steps + ref_ours.totals.steps
     for u in updates:
-        for lane in u.lanes:
+        for lane, traces in zip(u.lanes, (["max entropy"], ["max entropy", "full step (every row recomputed)",
+                                                           "tau = 10"])):
             assert "ec-speed" in lane.speed_html and "steps" in lane.speed_html
             assert 'class="ec-text"' in lane.text_html
-            assert isinstance(lane.entropy_fig, go.Figure) and len(lane.entropy_fig.data) == 3
+            # the uncached exact decoder has no threshold and no full steps to mark
+            assert isinstance(lane.entropy_fig, go.Figure) and [t.name for t in lane.entropy_fig.data] == traces
             assert [t.type for t in lane.rows_fig.data] == ["heatmap", "heatmap"]
     last = updates[-1]
     assert last.lanes[0].tokens == ref_none.tokens
@@ -225,7 +229,7 @@ def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_token
     # the speedup shown is the ratio of the measured compute clocks, nothing else
     base_s, ours_s = (lane["compute_s"] for lane in trace["lanes"])
     assert trace["speedup"] == pytest.approx(base_s / ours_s)
-    assert final.summary[1][-1] == round(base_s / ours_s, 2)
+    assert final.summary[1][SUMMARY_HEADERS.index("speedup vs left")] == round(base_s / ours_s, 2)
     assert f"{base_s / ours_s:.2f}x" in last.banner_html
 
 
@@ -285,13 +289,15 @@ def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_pat
         next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))
 
 
-def test_with_a_threshold_the_plots_span_gen_len_steps(registry) -> None:
+def test_with_a_threshold_the_plots_grow_with_the_steps_up_to_gen_len(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     run = race_run(registry, threshold=0.9)
     gen_len = run.config.gen_len
     renderer = RaceRenderer(model, tokenizer, run)
     assert renderer.layout.max_steps == gen_len
-    assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, gen_len - 0.5)
+    assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, 7.5)
+    assert [step_axis(n, gen_len) for n in (0, 8, 9, 17, gen_len)] == [8, 8, 16, 32, gen_len]
+    assert step_axis(gen_len + 5, gen_len) == gen_len + 5  # never cuts a step off
     # steps cannot be set as well, whatever sends it: nothing could cut the plots short
     with pytest.raises(ValueError, match="steps and threshold cannot both be set"):
         dataclasses.replace(run.config, steps=2)

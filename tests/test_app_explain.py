@@ -331,3 +331,26 @@ def test_explain_a_layer_wise_step_gives_each_layers_rows_and_the_hooks_finding(
     assert "Its layers computed different rows: 7, 18 (layers 0 to 1)" in text
     assert "layers 1+ recomputed in full" in text
     assert "different rows" not in explain_step(event(), None, WordTokenizer())  # the same rows at every layer
+
+
+def test_the_drift_scatter_covers_every_step_of_the_default_story(registry) -> None:
+    """On the story the Drift tab opens on (sampled as its model declares), the steps above tau are in the
+    scatter too: the next step is full, so every row is recomputed (marked with an x); its x axis reaches
+    the largest entropy of the decode's pairs and tau's line lies inside it."""
+    from app.drift.plots import change_scatter
+
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    choice = registry.choice(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, choice.examples[0])  # the Drift tab's first example: a story
+    config = DecodeConfig(gen_len=64, block_len=32, temperature=0.7)
+    events = list(decode(model, ids, make_policy("entropy", tau=1.0, k=2), config, before_step=Probe(model)))
+    analysis = drift_analysis(events, model.config.eos_token_ids)
+    pairs = analysis["pairs"]
+    above = [p for p in pairs if p.entropy > 1.0 and not p.marked]
+    assert above and all(p.full and p.reused is None and p.recomputed == p.change for p in above)
+    fig = change_scatter(analysis, 1.0)
+    full_marks = [t for t in fig.data if t.marker.symbol == "x"]
+    assert sorted(x for t in full_marks for x in t.x) == sorted(p.entropy for p in pairs if p.full and not p.marked)
+    low, high = fig.layout.xaxis.range
+    assert low < 0 and high >= max(p.entropy for p in pairs) and high > 1.0
+    assert analysis["links"]["recomputed_unmarked"]["n"] == sum(not p.marked for p in pairs)  # every step

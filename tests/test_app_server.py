@@ -242,7 +242,8 @@ def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path
     assert f"Replay paused: frame {n} of {len(replay)}" in shown["status"] and shown["frame"] == n
     assert "the paper's comparison" in shown["status"] and shown["middle.final"]["visible"] is True
     for lane, count in zip(replay.trace.lanes, replay.counts(n)):
-        assert f"step {count}: prompt rows recomputed" in shown[f"{lane.side}.text"]  # each lane's text at its step
+        # each lane's text at its step, numbered as the story and the plots number it (from 0)
+        assert f"step {count - 1}: prompt rows recomputed" in shown[f"{lane.side}.text"]
         assert shown[f"{lane.side}.story"].startswith(f"**Step {count - 1}**")
     message = f"Replay frame must be a whole number from 0 to {len(replay)}; got -1"
     assert message in refusal(client.predict(-1, api_name="/replay_show"))
@@ -484,7 +485,7 @@ def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, se
             text = page.locator(f"#text-{lane.side}").inner_text()
             story = page.locator(f"#story-{lane.side}").inner_text()
             if count:
-                assert f"step {count}: prompt rows recomputed" in text and f"Step {count - 1} (block 0)" in story
+                assert f"step {count - 1}: prompt rows recomputed" in text and f"Step {count - 1} (block 0)" in story
             else:
                 assert "No step yet" in story
         page.get_by_label("100x").check()

@@ -129,11 +129,13 @@ EVENTS = [
 
 def test_step_pairs_split_the_change_by_the_next_steps_rows_and_mark_tail_and_block_starts():
     one, two, three = step_pairs(EVENTS, {EOS})
-    assert one == StepPair(1, 0.1, pytest.approx(0.325), pytest.approx(0.5), pytest.approx(0.15), pytest.approx(0.02),
-                           1, False, False)
+    assert one == StepPair(1, 0.1, pytest.approx(0.325), pytest.approx(0.5), pytest.approx(0.15), False,
+                           pytest.approx(0.02), 1, False, False)
     assert (two.entropy, two.recomputed, two.reused, two.since_full) == (0.9, 0.9, pytest.approx(0.1), 2)
     assert not two.marked  # step 2 decoded an end-of-text: the pair into step 3 is the tail
-    assert (three.recomputed, three.reused, three.tail, three.block_start) == (None, None, True, True)
+    # step 3 is full: it recomputes every row (its change is theirs) and reuses none
+    assert (three.recomputed, three.reused, three.full, three.tail, three.block_start) == (
+        pytest.approx(0.3), None, True, True, True)
     assert three.change == pytest.approx(0.3) and three.since_full == 3
 
 
@@ -149,18 +151,27 @@ def test_links_curve_and_sentence_by_hand():
     assert analysis["tail"] == {"share": pytest.approx(1 / 3), "staleness": pytest.approx(0.06),
                                 "staleness_elsewhere": pytest.approx(0.03)}
     assert analysis["summary"] == "Too few steps yet (2) to say what entropy predicts here."
-    link = {"n": 20, "spearman": 0.34}
-    assert [verdict({**link, "spearman": r}) for r in (0.34, 0.2996, 0.17, 0.02, -0.2)] == [
-        "tracks", "tracks", "weakly tracks", "does not track", "runs against"]  # 0.2996 is shown as +0.30
-    split = {"recomputed_unmarked": {"n": 40, "spearman": 0.34}, "reused_unmarked": {"n": 40, "spearman": -0.01},
-             "change_unmarked": {"n": 50, "spearman": 0.3}, "reused_all": {"n": 45}}
+    assert found["recomputed_all"]["n"] == 3  # the pair into a full step too: every row recomputed
+    assert found["recomputed_all"]["max_entropy"] == 0.9
+    link = {"n": 400, "spearman": 0.34, "max_entropy": 2.0}  # chance alone: |rho| < 2 / sqrt(400) = 0.1
+    assert [verdict({**link, "spearman": r}) for r in (0.34, 0.2996, 0.17, -0.2, -0.5)] == [
+        "tracks", "tracks", "weakly tracks", "weakly runs against", "runs against"]  # 0.2996 is shown as +0.30
+    assert verdict({**link, "spearman": 0.094}) == "shows no link to (+0.09 over 400 steps is within chance)"
+    assert verdict({**link, "n": 20}) == "shows no link to (+0.34 over 20 steps is within chance)"  # 2/sqrt(20)=0.45
+    assert verdict({**link, "n": 7}) == "cannot yet say whether it tracks (7 steps)"
+    assert verdict({**link, "spearman": 0.89, "max_entropy": 0.05}) == (
+        "cannot say whether it tracks: every entropy is below 0.2 nats, too narrow a range (Spearman +0.89 over 400 "
+        "steps)")
+    split = {"recomputed_unmarked": link, "reused_unmarked": {**link, "n": 300, "spearman": -0.01},
+             "change_unmarked": {**link, "n": 500, "spearman": 0.3}, "reused_all": {"n": 45}}
     assert what_holds(split) == (
-        "Here the entropy of what a step decodes tracks how far the rows the next step recomputes move "
-        "(Spearman +0.34), and does not track how far the rows it reuses from the cache move (-0.01, 40 partial "
-        "steps).")
-    assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan}, "reused_all": {"n": 0}}) == (
-        "Here the entropy of what a step decodes tracks how far the next step's K/V move (Spearman +0.30 over 50 "
-        "steps).")
+        "Here the entropy of what a step decodes tracks how far the rows the next step recomputes move (Spearman "
+        "+0.34 over 400 steps, entropies up to 2.0 nats), and shows no link to (-0.01 over 300 steps is within "
+        "chance) how far the rows it reuses from the cache move.")
+    assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan, "max_entropy": 0.0},
+                       "reused_all": {"n": 0}}) == (
+        "Here the entropy of what a step decodes tracks how far the next step's K/V move (Spearman +0.30 over 500 "
+        "steps, entropies up to 2.0 nats).")
     assert volatility_curve(EVENTS) == {1: pytest.approx(0.5), 2: pytest.approx(0.1)}
 
 

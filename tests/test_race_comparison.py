@@ -22,7 +22,7 @@ from app.race.panels import OUTPUT_NAMES, build_race_panels
 from app.race.parted import parted_html
 from app.race.replay import Replay
 from app.race.replay_panel import REPLAY_OUTPUT_NAMES, build_replay_panel
-from app.race.speed import summary_rows
+from app.race.speed import SUMMARY_HEADERS, summary_rows
 from app.race.tab import preset_inputs
 from app.race.time_panel import NOT_RECORDED
 from app.race.trace_reader import read_trace
@@ -75,7 +75,8 @@ def test_the_banner_gives_the_total_and_each_factor_from_two_lanes_it_ran(paper)
     assert trace["speedup"] == pytest.approx(total)
     assert ("EntropyCache with parallel decoding (threshold 0.9) against vanilla decoding (no cache, one token per "
             "step): the paper's comparison.") in text
-    assert [row[-1] for row in last.final.summary] == [1.0, round(first, 2), round(total, 2)]
+    speedup = SUMMARY_HEADERS.index("speedup vs left")
+    assert [row[speedup] for row in last.final.summary] == [1.0, round(first, 2), round(total, 2)]
 
 
 def test_the_same_settings_race_two_lanes_the_cache_alone(registry, tmp_path) -> None:

@@ -28,24 +28,35 @@ SERIES_STYLE = {  # core.diagnostics.SERIES: what each shows, and its colour
 
 def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
     """The previous step's max entropy (x) against how far that step moved the K/V (y, mean relative
-    change): the rows the next step reuses, what the cache risks, and those it recomputes; with every
-    step full, every row. Pairs after an end-of-text or into a block's first step are hollow and out of
-    the correlations the title gives first. EntropyCache's `tau` is a dashed line (None: none)."""
+    change), for every step: the rows the next step reuses, what the cache risks, and those it
+    recomputes (every row, marked with an x, where the next step is full: after a step above tau, the
+    high-entropy steps the method is about); with every step full, every row. Pairs after an
+    end-of-text or into a block's first step are hollow and out of the correlations the title gives
+    first. The x axis spans every entropy of the decode and EntropyCache's `tau` (a dashed line; None:
+    none)."""
     pairs, links = analysis["pairs"], analysis["links"]
     shown = ("reused", "recomputed") if any(p.reused is not None for p in pairs) else ("change",)
     fig = go.Figure()
     for name in shown:
         label, color = SERIES_STYLE[name]
         for marked in (False, True):
-            points = [p for p in pairs if p.marked == marked and getattr(p, name) is not None]
-            fig.add_trace(go.Scatter(
-                x=[p.entropy for p in points], y=[getattr(p, name) for p in points], mode="markers",
-                name=label + (" (marked apart)" if marked else ""), legendgroup=name, showlegend=not marked,
-                marker=dict(size=6, color=color, opacity=0.75, symbol="circle-open" if marked else "circle"),
-                customdata=[p.step for p in points],
-                hovertemplate="step %{customdata}<br>entropy %{x:.3f}<br>change %{y:.2e}<extra></extra>"))
-    if tau is not None:
-        fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5))
+            for full in (False, True) if name == "recomputed" else (None,):
+                points = [p for p in pairs if p.marked == marked and getattr(p, name) is not None
+                          and full in (None, p.full)]
+                fig.add_trace(go.Scatter(
+                    x=[p.entropy for p in points], y=[getattr(p, name) for p in points], mode="markers",
+                    name=(label + (": every row, the next step full" if full else "")
+                          + (" (marked apart)" if marked else "")),
+                    legendgroup=f"{name}{full}", showlegend=not marked,
+                    marker=dict(size=7 if full else 6, color=color, opacity=0.75,
+                                symbol=("x-open" if marked else "x") if full else
+                                ("circle-open" if marked else "circle")),
+                    customdata=[p.step for p in points],
+                    hovertemplate="step %{customdata}<br>entropy %{x:.3f}<br>change %{y:.2e}<extra></extra>"))
+    top = max([p.entropy for p in pairs] + ([tau] if tau is not None and tau >= 0 else []), default=1.0)
+    if tau is not None and tau >= 0:
+        fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5), annotation_text=f"tau {tau:g}",
+                      annotation_position="top")
     parts = [f"{SERIES_STYLE[name][0].split(' (')[0]}: Spearman {_r(links[f'{name}_unmarked']['spearman'])} "
              f"({_r(links[f'{name}_all']['spearman'])} with marked)" for name in shown]
     fig.update_layout(
@@ -53,7 +64,7 @@ def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
                    font=dict(size=13)),
         height=340, margin=dict(MARGIN, t=60), template="plotly_white",
         legend=dict(orientation="h", y=-0.3, font=dict(size=11)),
-        xaxis=dict(title="max entropy decoded at the previous step (nats)"),
+        xaxis=dict(title="max entropy decoded at the previous step (nats)", range=[-0.02 * top, top * 1.05]),
         yaxis=dict(title="mean relative K/V change", type="log"),
         annotations=[dict(text="hollow: after an end-of-text, or into a block's first step", showarrow=False,
                           xref="paper", yref="paper", x=1, y=1.02, xanchor="right", font=dict(size=10))])

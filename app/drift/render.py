@@ -17,6 +17,7 @@ from app.controls.run import Run
 from app.drift.decode import DriftSnapshot
 from app.drift.plots import change_scatter, drift_heatmap, staleness_figure, volatility_figure
 from app.widgets.banner import banner
+from app.widgets.lane_plots import step_axis
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
 from core.diagnostics import drift_analysis, volatility_curve
 from core.events import StepEvent
@@ -66,7 +67,7 @@ class DriftRenderer:
                                   confidence_by_position(events)),
             scatter_fig=change_scatter(analysis, self.tau),
             staleness_fig=staleness_figure(analysis),
-            heatmap_fig=drift_heatmap(list(events), self.n_layers, self.max_steps),
+            heatmap_fig=drift_heatmap(list(events), self.n_layers, step_axis(len(events), self.max_steps)),
             volatility_fig=volatility_figure(curve),
             analysis=analysis,
             curve=curve,

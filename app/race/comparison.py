@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.controls.declared import OURS
 from app.controls.run import LaneRun
 from app.race.decode import Lane
 
@@ -39,6 +40,11 @@ class LaneLabel:
     @property
     def cached(self) -> bool:
         return self.policy != "none"
+
+    @property
+    def uses_tau(self) -> bool:
+        """EntropyCache's lane: a policy that decides by entropy against tau."""
+        return self.policy.split("(")[0] == OURS
 
     @property
     def schedule(self) -> str:

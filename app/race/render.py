@@ -19,7 +19,7 @@ from app.race.parted import parted_html
 from app.race.speed import banner_html, speed_html, summary_rows
 from app.race.time_panel import time_html
 from app.race.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
-from app.widgets.lane_plots import entropy_figure, rows_figure
+from app.widgets.lane_plots import entropy_figure, rows_figure, step_axis
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
 from core.loading import answer_text, chat_prompt_ids
 
@@ -57,7 +57,7 @@ class Layout:
     text: TokenText
     gen_len: int
     tau: float
-    max_steps: int  # the plots' step axis
+    max_steps: int  # the most steps a lane may take: the plots' step axis at the longest
     n_layers: int
     prompt_len: int
     labels: tuple[LaneLabel, ...]
@@ -115,11 +115,13 @@ class Renderer:
         lay = self.layout
         label = lay.labels[i]
         cursor = lane.last.step if self.cursor and lane.last else None
+        span = step_axis(len(lane.events), lay.max_steps)
+        tau = lay.tau if label.uses_tau else None
         view = LaneView(
             speed_html=speed_html(lane, label),
             text_html=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
-            entropy_fig=entropy_figure(lane.events, lay.tau, lay.max_steps, f"Entropy: {label.policy}", cursor),
-            rows_fig=rows_figure(lane.events, lay.n_layers, lay.max_steps, lay.length, lay.prompt_len, cursor),
+            entropy_fig=entropy_figure(lane.events, tau, span, f"Entropy: {label.policy}", cursor, label.cached),
+            rows_fig=rows_figure(lane.events, lay.n_layers, span, lay.length, lay.prompt_len, cursor),
             tokens=list(lane.last.tokens) if lane.last else [],
         )
         self._cache[i] = (*key, view)

@@ -121,9 +121,10 @@ def sweep_table(rows: list[dict]) -> list[list]:
         accuracy = "-" if r["accuracy"] is None else round(r["accuracy"], 3)
         repeats = "-" if r["repeat_share"] is None else round(r["repeat_share"], 3)  # beside a story's pass
         in_text = "-" if r["agreement_in_text"] is None else round(r["agreement_in_text"], 4)
+        by_entropy = "-" if r["full_steps_entropy"] is None else round(r["full_steps_entropy"], 3)
         out.append([r["policy"], tau, k, round(r["speedup"], 2), round(r["ceiling"], 2), accuracy, repeats,
                     round(r["agreement"], 4), in_text, r["first_divergence_median"], round(r["rows_fraction"], 3),
-                    round(r["full_steps_fraction"], 3), round(r["full_steps_entropy"], 3),
+                    round(r["full_steps_fraction"], 3), by_entropy,
                     f"{r['decision_overhead']:.2%}"])
     return out
 

@@ -6,6 +6,8 @@ Heatmaps are numpy arrays: plotly sends them as compact typed arrays, not lists 
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -19,24 +21,42 @@ ROW_SCALE = [[0, "#ffffff"], [0.25, "#ffffff"], [0.25, "#e4e7ec"], [0.5, "#e4e7e
 CURSOR_COLOR = "#2ca02c"
 
 
-def entropy_figure(events: list[StepEvent], tau: float, max_steps: int, title: str = "",
-                   cursor: int | None = None) -> go.Figure:
-    """Max entropy of the tokens unmasked at each step, the tau line, and full-recompute steps; a
-    replay's `cursor` step marked by a vertical line."""
+def step_axis(steps_taken: int, most: int) -> int:
+    """How many steps a lane's plots span: the next power of two (at least 8) from the steps taken,
+    at most the steps its decode may take. A 64-step answer fills its plot, and a live plot rescales
+    a few times at most, not at every step."""
+    span = 8
+    while span < steps_taken:
+        span *= 2
+    return min(span, max(most, steps_taken))
+
+
+def entropy_figure(events: list[StepEvent], tau: float | None, span: int, title: str = "",
+                   cursor: int | None = None, cached: bool = True) -> go.Figure:
+    """Max entropy of the tokens unmasked at each step over `span` steps; EntropyCache's tau line (None:
+    a policy without one); for a lane with a cache (`cached`), its full steps, each with its policy's
+    reason on hover (EntropyCache's comes the step after one above tau); a replay's `cursor` step marked
+    by a vertical line."""
     steps = [e.step for e in events]
     ent = [e.max_entropy for e in events]
-    full = [e for e in events if e.full]
-    top = max([tau * 1.2, *ent, 0.5])
+    top = max([*([tau * 1.2] if tau is not None else []), *ent, 0.5])
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=steps, y=ent, mode="lines+markers", name="max entropy", marker=dict(size=4),
                              line=dict(color=LINE_COLOR, width=1.5)))
-    fig.add_trace(go.Scatter(x=[e.step for e in full], y=[e.max_entropy for e in full], mode="markers",
-                             name="full recompute", marker=dict(color=FULL_COLOR, symbol="x", size=7)))
-    fig.add_trace(go.Scatter(x=[-0.5, max_steps - 0.5], y=[tau, tau], mode="lines", name=f"tau = {tau:g}",
-                             line=dict(color=TAU_COLOR, dash="dash", width=1.5), hoverinfo="skip"))
-    fig.update_layout(title=dict(text=title or "Entropy trace", font=dict(size=13)), height=260, margin=MARGIN,
+    if cached:
+        full = [e for e in events if e.full]
+        fig.add_trace(go.Scatter(x=[e.step for e in full], y=[e.max_entropy for e in full], mode="markers",
+                                 name="full step (every row recomputed)", customdata=[e.reason for e in full],
+                                 marker=dict(color=FULL_COLOR, symbol="x", size=7),
+                                 hovertemplate="step %{x}: full, %{customdata}<extra></extra>"))
+    if tau is not None:
+        fig.add_trace(go.Scatter(x=[-0.5, span - 0.5], y=[tau, tau], mode="lines", name=f"tau = {tau:g}",
+                                 line=dict(color=TAU_COLOR, dash="dash", width=1.5), hoverinfo="skip"))
+    # Escaped: plotly draws <a href> in a title as a link, and a replayed trace's policy name may carry one.
+    fig.update_layout(title=dict(text=html.escape(title or "Entropy trace"), font=dict(size=13)), height=200,
+                      margin=MARGIN,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom", font=dict(size=10)),
-                      xaxis=dict(title="step", range=[-0.5, max_steps - 0.5]),
+                      xaxis=dict(title="step", range=[-0.5, span - 0.5]),
                       yaxis=dict(title="nats", range=[0, top * 1.05]), template="plotly_white")
     if cursor is not None:
         fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), annotation_text=f"step {cursor}",
@@ -64,25 +84,32 @@ def row_matrix(events: list[StepEvent], max_steps: int, length: int) -> np.ndarr
     return z
 
 
-def rows_figure(events: list[StepEvent], n_layers: int, max_steps: int, length: int, prompt_len: int,
+# The row map's four kinds of cell, at the middle of each colour's band of ROW_SCALE (z from -1 to 2).
+ROW_KINDS = {"not yet": -0.625, "reused": 0.125, "recomputed": 0.875, "unmasked": 1.625}
+
+
+def rows_figure(events: list[StepEvent], n_layers: int, span: int, length: int, prompt_len: int,
                 cursor: int | None = None) -> go.Figure:
-    """Two heatmaps over steps: per layer, the share of rows recomputed; per position, which rows; a
-    replay's `cursor` step marked on both."""
+    """Two heatmaps over `span` steps, each with its scale: per layer, the share of rows recomputed;
+    per position, which rows (reused, recomputed, unmasked); a replay's `cursor` step marked on both."""
     fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.12, shared_xaxes=True,
                         subplot_titles=("rows recomputed per layer (share of sequence)",
                                         "which rows: reused / recomputed / unmasked"))
-    fig.add_trace(go.Heatmap(z=layer_matrix(events, n_layers, max_steps, length), zmin=0, zmax=1,
-                             colorscale="Blues", showscale=False,
+    fig.add_trace(go.Heatmap(z=layer_matrix(events, n_layers, span, length), zmin=0, zmax=1,
+                             colorscale="Blues", colorbar=dict(title="share", thickness=10, len=0.3, y=0.86,
+                                                               tickformat=".0%", tickvals=[0, 0.5, 1]),
                              hovertemplate="step %{x}<br>layer %{y}<br>%{z:.0%} of rows<extra></extra>"), 1, 1)
-    fig.add_trace(go.Heatmap(z=row_matrix(events, max_steps, length), zmin=-1, zmax=2, colorscale=ROW_SCALE,
-                             showscale=False, hovertemplate="step %{x}<br>position %{y}<extra></extra>"), 2, 1)
+    fig.add_trace(go.Heatmap(z=row_matrix(events, span, length), zmin=-1, zmax=2, colorscale=ROW_SCALE,
+                             colorbar=dict(thickness=10, len=0.62, y=0.31, tickvals=list(ROW_KINDS.values()),
+                                           ticktext=list(ROW_KINDS)),
+                             hovertemplate="step %{x}<br>position %{y}<extra></extra>"), 2, 1)
     # The prompt/response boundary, so the prompt's rows (reused by every caching policy) stand out.
     fig.add_hline(y=prompt_len - 0.5, line=dict(color="#444", width=1, dash="dot"), row=2, col=1)
-    fig.update_xaxes(range=[-0.5, max_steps - 0.5])
+    fig.update_xaxes(range=[-0.5, span - 0.5])
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_yaxes(title_text="layer", row=1, col=1)
     fig.update_yaxes(title_text="position", range=[length - 0.5, -0.5], row=2, col=1)
-    fig.update_layout(height=420, margin=MARGIN, template="plotly_white")
+    fig.update_layout(height=320, margin=MARGIN, template="plotly_white")
     fig.update_annotations(font_size=12)
     if cursor is not None:
         for row in (1, 2):

@@ -115,7 +115,7 @@ def render_text(event: StepEvent | None, text: TokenText, gen_len: int,
     if end < len(tokens):
         spans.append(f'<span class="ec-end">[end of text, {len(tokens) - end} positions]</span>')
     prompt_rows = sum(1 for pos in event.rows if pos < p)
-    note = f'<div class="ec-legend">step {event.step + 1}: prompt rows recomputed {prompt_rows}/{p}</div>'
+    note = f'<div class="ec-legend">step {event.step}: prompt rows recomputed {prompt_rows}/{p}</div>'
     return f'{LEGEND}{note}<div class="ec-text">{text.sep.join(spans)}</div>'
 
 

@@ -58,6 +58,9 @@ class CachePolicy:
 
     name: ClassVar[str] = "base"  # set by core.policies.register
     parameters: ClassVar[tuple[Param, ...]] = ()
+    # Whether the full steps it takes beyond a block's first are decided by decoded-token entropy (the
+    # bench's `by entropy` column; blank for a policy whose full steps have other reasons).
+    decides_by_entropy: ClassVar[bool] = False
 
     def __init__(self, **params: object) -> None:
         self._values = check_params(self.name, self.parameters, params)

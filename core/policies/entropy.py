@@ -18,6 +18,7 @@ from core.policies.registry import register
 
 @register("entropy")
 class EntropyCache(CachePolicy):
+    decides_by_entropy = True
     parameters = (
         Param("tau", float, 1.0, help="max decoded-token entropy (nats) above which the next step is full; "
               "below 0: every step", ui=(0.0, 12.0)),
