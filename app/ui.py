@@ -12,6 +12,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.drift.tab import build_drift_tab
+from app.race.panels import CSS as LANE_CSS
 from app.race.parted import CSS as PARTED_CSS
 from app.race.replay_panel import REPLAY_JS
 from app.race.speed import CSS as SPEED_CSS
@@ -28,7 +29,7 @@ from app.widgets.text_diff import CSS as DIFF_CSS
 from app.widgets.text_view import CSS as TEXT_CSS
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
-CSS = BANNER_CSS + TEXT_CSS + SPEED_CSS + TIME_CSS + PARTED_CSS + DIFF_CSS + POINT_CSS
+CSS = BANNER_CSS + TEXT_CSS + LANE_CSS + SPEED_CSS + TIME_CSS + PARTED_CSS + DIFF_CSS + POINT_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
 
 

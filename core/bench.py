@@ -128,6 +128,7 @@ class Progress:
     total: int  # decodes in the whole bench: (warm-up + problems) x contenders
     problems: int  # problems finished; `rows` cover exactly these
     rows: list[dict]  # one per contender over the finished problems; [] before the first
+    warmup: int = 0  # of `total`, the warm-up's decodes (first, untimed)
 
 
 def bench_progress(
@@ -151,11 +152,12 @@ def bench_progress(
     prompts = [chat_prompt_ids(tokenizer, item.prompt) for item in items]
     warm = prompts[:warmup]
     total, done, rows = (len(warm) + len(prompts)) * len(contenders), 0, []
+    untimed = len(warm) * len(contenders)
     for ids in warm:  # first calls allocate and tune kernels: keep them out of the timings
         for c in contenders:
             _events(model, ids, c, config)
             done += 1
-            yield Progress(done, total, 0, rows)
+            yield Progress(done, total, 0, rows, untimed)
     tallies = [Tally() for _ in contenders]
     order = list(range(len(contenders)))
     for i, (item, ids) in enumerate(zip(items, prompts)):
@@ -166,7 +168,7 @@ def bench_progress(
             tallies[j].add(events)
             done += 1
             if len(outputs) < len(contenders):
-                yield Progress(done, total, i, rows)
+                yield Progress(done, total, i, rows, untimed)
         for j in order:
             same = matched_positions(outputs[0], outputs[j])
             tallies[j].same_tokens += same
@@ -174,7 +176,7 @@ def bench_progress(
             tallies[j].per_prompt.append(compared_record(records[j], records[0], same / len(outputs[0])))
         vanilla = tallies[contenders.index(VANILLA)] if VANILLA in contenders else None
         rows = [_row(c, t, tallies[0], i + 1, vanilla) for c, t in zip(contenders, tallies)]
-        yield Progress(done, total, i + 1, rows)
+        yield Progress(done, total, i + 1, rows, untimed)
 
 
 def _events(model, ids: list[int], c: Contender, config: DecodeConfig) -> list[StepEvent]:

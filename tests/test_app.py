@@ -205,7 +205,7 @@ def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_token
 
     assert len(updates) == ref_none.totals.steps + ref_ours.totals.steps
     for u in updates:
-        for lane, traces in zip(u.lanes, (["max entropy"], ["max entropy", "full step (every row recomputed)",
+        for lane, traces in zip(u.lanes, (["max entropy"], ["max entropy", "full step",
                                                            "tau = 10"])):
             assert "ec-speed" in lane.speed_html and "steps" in lane.speed_html
             assert 'class="ec-text"' in lane.text_html

@@ -190,7 +190,8 @@ def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -
     a = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5, 3", ks="2", problems=2, gen_len=32,
              block_len=16, steps=0, threshold=0, metric="agreement")
     client = Client(url, verbose=False)
-    banner, plot, table, _, files = client.predict(**a, api_name="/sweep")
+    banner, plot, table, _, files, shown = client.predict(**a, api_name="/sweep")
+    assert shown == "agreement"  # the y axis radio says what the plot draws
     assert "Sweep done: 2 prompts" in banner
     fig = json.loads(plot["plot"])
     assert [t["name"] for t in fig["data"]][:1] == ["k = 2"] and fig["data"][0]["customdata"] == [[0.5, 2], [3.0, 2]]
@@ -459,6 +460,16 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served
         trace = page.request.get(link.get_attribute("href")).json()
         assert [lane["side"] for lane in trace["lanes"]] == ["left", "middle", "right"]
         page.screenshot(path=str(shot), full_page=True)
+        # On a projector's 1366x768 screen a lane's panel, text, entropy trace and heatmap fit together, the
+        # lanes' texts side by side.
+        page.set_viewport_size({"width": 1366, "height": 768})
+        for side in ("left", "middle", "right"):
+            top, bottom = (page.locator(f"#{part}-{side}").bounding_box() for part in ("speed", "rows"))
+            assert bottom["y"] + bottom["height"] - top["y"] <= 768, side
+        texts = [page.locator(f"#text-{side}").bounding_box() for side in ("left", "middle", "right")]
+        assert texts[0]["x"] < texts[1]["x"] < texts[2]["x"] and abs(texts[0]["y"] - texts[2]["y"]) < 40
+        page.locator("#speed-left").evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.screenshot(path=str(tmp_path / "lane-1366.png"))
     assert shot.stat().st_size > 10_000
 
 

@@ -32,7 +32,7 @@ from app.sweep.decode import MAX_OWN_PROMPTS, MAX_PROBLEMS, OWN_PROMPTS, SweepPa
 from app.sweep.export import SWEEP_FORMAT
 from app.sweep.point import neighbour
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
-from app.sweep.tab import SweepResult, SweepTab, build_sweep_tab
+from app.sweep.tab import HELD_OUT_INSTEAD, SweepResult, SweepTab, build_sweep_tab
 from app.widgets.banner import STOPPED
 from core import cli
 from core.bench import Progress, sweep
@@ -212,8 +212,9 @@ def test_without_known_answers_accuracy_shows_agreement_and_first_divergence_has
 
 
 def test_progress_bar_shows_decodes_and_problems() -> None:
-    shown = progress_html(Progress(4, 15, 1, []), 2)
-    assert "4 of 15 decodes, 1 of 2 prompts done" in shown and 'value="4" max="15"' in shown
+    shown = progress_html(Progress(4, 15, 1, [], 5), 2)
+    assert "4 of 15 decodes (the first 5 a warm-up, untimed), 1 of 2 prompts done" in shown
+    assert 'value="4" max="15"' in shown
 
 
 # ---- the sweep itself, against core.bench -----------------------------------------------------------
@@ -290,6 +291,8 @@ def test_the_handler_refuses_bad_inputs_in_the_status_line_and_a_stop_ends_the_s
                                   "Line 2 of your prompts: The model does not know")):
         out = list(s.run(**bad, metric=metric, request=me))
         assert len(out) == 1 and message in refusal(out[0], s) and len(s.ctx.board) == 0
+    # what this tab offers in place of an unreadable line: its held-out sets (it has no example prompts)
+    assert refusal(out[0], s).endswith(f"{registry.choice(EMBEDDED_LABEL).trained_on}: {HELD_OUT_INSTEAD}")
     shown = out[0][s.panels.status]  # a visitor's words are text in the status line, never HTML
     assert "'&lt;', 'b', '&gt;', 'hello', '&lt;/'" in shown and "</" not in shown.removesuffix("</div>")
     run = s.run(**sweep_args(problems=5), metric="accuracy", request=me)
@@ -336,6 +339,10 @@ def test_your_prompts_sweep_has_agreement_and_first_divergence_but_no_accuracy(o
             assert p["first_divergence"] == (min(len(p["tokens"]), len(ref["tokens"])) if parted is None else parted)
             assert p["identical"] == (p["tokens"] == ref["tokens"]) and p["correct"] is None
     assert not all(p["identical"] for p in high["per_prompt"])  # tau 12 changes some text: the view has a difference
+    assert "Sweep done: 3 prompts, decoded greedily (temperature 0)." in last[s.panels.status]
+    # asked for accuracy, the plot draws agreement (no right answers here) and the y axis radio says so
+    redrawn = s.redraw("accuracy", result)
+    assert redrawn[s.panels.metric] == "agreement" and "no accuracy" in redrawn[s.panels.plot].layout.title.text
 
 
 def test_a_picked_point_shows_each_prompts_texts_side_by_side_with_every_difference_marked(own_sweep) -> None:
@@ -379,6 +386,11 @@ def test_lower_and_higher_tau_move_along_the_points_of_the_picked_k_showing_the_
     prompts = [re.findall(r'<span class="ec-prompt-text">(.*?)</span>', o[s.panels.point]) for o in (high, low)]
     assert prompts[0] == prompts[1] == [html.escape(p) for p in STORIES]
     assert s.move(1, "agreement", None)[s.panels.point].startswith("Run a sweep first")
+    lowest = s.move(-1, "agreement", low[s.panels.result])  # nothing lower: said, the point stays
+    assert lowest[s.panels.result].selected == (0.5, 2)
+    assert lowest[s.panels.loaded].startswith("No lower tau at k 2: tau 0.5 is this sweep's lowest. Loaded")
+    highest = s.move(1, "agreement", high[s.panels.result])
+    assert highest[s.panels.loaded].startswith("No higher tau at k 2: tau 12 is this sweep's highest.")
 
 
 def parsed_csv(path: str) -> list[dict]:

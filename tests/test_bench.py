@@ -227,6 +227,7 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
     # finish, each counting its problems, and the last rows are the sweep's.
     followed = list(sweep_progress(model, tok, problems, [0.1, 2.0], [1, 2], config))
     assert [p.decodes for p in followed] == list(range(1, 16)) and {p.total for p in followed} == {15}
+    assert {p.warmup for p in followed} == {5}  # the warm-up's decodes, one per contender, said as such
     assert [p.problems for p in followed] == [0] * 9 + [1] * 5 + [2]
     assert followed[8].rows == [] and [r["n"] for r in followed[9].rows] == [1] * 5
     assert [{k: r[k] for k in exact} for r in followed[-1].rows] == [{k: r[k] for k in exact} for r in points]

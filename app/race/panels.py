@@ -20,6 +20,7 @@ from app.race.render import Final, LaneView, Update
 from app.race.speed import SUMMARY_HEADERS
 from app.serving.runner import Outputs
 from app.widgets.banner import banner
+from app.widgets.text_view import LEGEND
 
 SIDES = tuple(SIDE_TITLES)  # left, middle, right
 LANE_PARTS = ("speed", "text", "entropy", "rows")  # what a race and a replay draw in a lane at every update
@@ -32,6 +33,14 @@ DRAWN_NAMES = ("status", "time", *LANES, "middle.final")
 # `/run` (RacePanels.outputs): banner, time panel, each side's lane, where the texts part, each side's final
 # text, summary, trace.
 OUTPUT_NAMES = ("status", "time", *LANES, "parted", *(f"{side}.final" for side in SIDES), "summary", "trace")
+# A lane fits one 1366x768 screen (a projector's): its text scrolls in a box of its own, the texts' legend is
+# said once above the lanes, and the replay's story takes no room until a replay writes one.
+CSS = """
+.ec-lane-text .ec-text { max-height: 150px; overflow-y: auto; font-size: 13px; line-height: 1.75; }
+.ec-lane-text .ec-legend { display: none; }
+#lanes-legend .ec-legend { font-size: 12px; margin-bottom: 0; }
+.ec-lane-story:not(:has(p, li)) { display: none; }
+"""
 
 
 @dataclass(frozen=True)
@@ -103,13 +112,15 @@ def build_race_panels() -> RacePanels:
     status = gr.HTML(banner("Press Run to start the race."), elem_id="banner")
     time = gr.HTML(elem_id="time-panel")
     columns, parts = {}, {}
+    gr.HTML(LEGEND, elem_id="lanes-legend")
     with gr.Row(equal_height=False):
         for side in SIDES:
             with gr.Column(elem_id=f"lane-{side}", visible=side != "middle") as columns[side]:
                 parts[side] = dict(
                     speed=gr.HTML(elem_id=f"speed-{side}"),
-                    text=gr.HTML(label=f"{SIDE_TITLES[side]}: text", elem_id=f"text-{side}"),
-                    story=gr.Markdown(elem_id=f"story-{side}"),
+                    text=gr.HTML(label=f"{SIDE_TITLES[side]}: text", elem_id=f"text-{side}",
+                                 elem_classes=["ec-lane-text"]),
+                    story=gr.Markdown(elem_id=f"story-{side}", elem_classes=["ec-lane-story"]),
                     entropy=gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{side}"),
                     rows=gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{side}"),
                 )

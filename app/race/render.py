@@ -120,7 +120,7 @@ class Renderer:
         view = LaneView(
             speed_html=speed_html(lane, label),
             text_html=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
-            entropy_fig=entropy_figure(lane.events, tau, span, f"Entropy: {label.policy}", cursor, label.cached),
+            entropy_fig=entropy_figure(lane.events, tau, span, cursor, label.cached),
             rows_fig=rows_figure(lane.events, lay.n_layers, span, lay.length, lay.prompt_len, cursor),
             tokens=list(lane.last.tokens) if lane.last else [],
         )

@@ -24,14 +24,13 @@ def speed_html(lane: Lane, label: LaneLabel) -> str:
         state = "finished first" if lane.finish_rank == 1 else "finished"
     else:
         state = "decoding..." if lane.events else "waiting"
-    rows = [
-        ("steps", f"{t.steps}" if t else "0"),
-        ("full steps", f"{t.full_steps}" if t else "0"),
-        ("rows computed", f"{t.rows_computed:,} ({t.rows_fraction:.0%} of full)" if t else "0"),
-        ("compute time", f"{lane.clock:.3f} s"),
-        ("tokens/s", f"{t.tokens_per_s:.1f}" if t else "-"),
+    rows = [  # two figures a line, so that a lane fits one screen
+        (("steps", f"{t.steps}" if t else "0"), ("full steps", f"{t.full_steps}" if t else "0")),
+        (("rows computed", f"{t.rows_computed:,} ({t.rows_fraction:.0%} of full)" if t else "0"),),
+        (("compute time", f"{lane.clock:.3f} s"), ("tokens/s", f"{t.tokens_per_s:.1f}" if t else "-")),
     ]
-    cells = "".join(f"<tr><td>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows)
+    cells = "".join("<tr>" + "".join(f"<td>{k}</td><td{' colspan=3' * (len(row) == 1)}><b>{v}</b></td>"
+                                     for k, v in row) + "</tr>" for row in rows)
     flag = "ec-first" if lane.finish_rank == 1 else ""
     return (
         f'<div class="ec-speed {flag}"><div class="ec-speed-title">{html.escape(label.title)} '
@@ -97,7 +96,7 @@ CSS = """
 .ec-speed-title { font-weight: 600; margin-bottom: 2px; }
 .ec-schedule { font-size: 12px; color: #444; margin-bottom: 4px; }
 .ec-state { font-weight: normal; color: #666; font-size: 12px; margin-left: 6px; }
-.ec-speed table { width: 100%; font-size: 13px; border-collapse: collapse; }
+.ec-speed table { width: 100%; font-size: 12px; border-collapse: collapse; }
 .ec-speed table, .ec-speed tr, .ec-speed td { border: none !important; background: none !important; }
-.ec-speed td { padding: 1px 4px !important; }
+.ec-speed td { padding: 0 4px !important; line-height: 1.35; }
 """

@@ -44,6 +44,10 @@ def chat_examples() -> tuple[Example, ...]:
     return long + tuple(Example(text, f"Short: {text}", {}) for text in CHAT_EXAMPLES)
 
 
+# What the Race and Drift tabs offer a visitor whose prompt the model cannot read (their example prompts).
+EXAMPLES_INSTEAD = "click one of the example prompts under the prompt box to try one, or write one like them."
+
+
 def task_examples(tokenizer, task_settings: dict[str, dict]) -> tuple[tuple[Example, ...], str]:
     """(examples, what the model was trained on) for one of our own models: held-out items of every
     task whose words its tokenizer knows (a story, a problem alone, after two and after four worked
@@ -59,8 +63,7 @@ def task_examples(tokenizer, task_settings: dict[str, dict]) -> tuple[tuple[Exam
     items = [item for item, _ in readable]
     tasks = [WORD_PROBLEMS + (", alone or after worked examples" if two[0] in items else "")]
     tasks += [STORIES] if tales[0] in items else []
-    trained_on = (f"This model was trained only on {' and '.join(tasks)}: click one of the example prompts "
-                  "under the prompt box to try one, or write one like them.")
+    trained_on = f"This model was trained only on {' and '.join(tasks)}"
     return examples, trained_on
 
 

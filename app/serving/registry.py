@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from app.serving.device_thread import CPU_THREAD
-from app.serving.examples import Example, chat_examples, task_examples
+from app.serving.examples import EXAMPLES_INSTEAD, Example, chat_examples, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
 from core.fusion import check_fusion
@@ -43,7 +43,7 @@ class ModelChoice:
     block_len: int
     # Each with its title and the decode settings picking it sets (app/serving/examples.py).
     example_list: tuple[Example, ...]
-    trained_on: str = ""  # said to a visitor whose prompt has words the model does not know
+    trained_on: str = ""  # "This model was trained only on ...": said of a prompt with words it does not know
 
     @property
     def examples(self) -> tuple[str, ...]:
@@ -99,9 +99,10 @@ class ModelRegistry:
                     self._loaded[label] = CPU_THREAD.call(load, choice.source, choice.device)
             return self._loaded[label]
 
-    def check_prompt(self, label: str, prompt: str) -> None:
+    def check_prompt(self, label: str, prompt: str, instead: str = EXAMPLES_INSTEAD) -> None:
         """Before any decoding: a ValueError when the model cannot read the prompt, with core's words
-        for which words it does not know (core.loading.chat_prompt_ids) and what it was trained on."""
+        for which words it does not know (core.loading.chat_prompt_ids), what it was trained on and
+        `instead`: what the asking tab offers in its place (the Sweep has held-out sets, not examples)."""
         tokenizer = self._tokenizer(label)
         if tokenizer is None:
             return
@@ -109,7 +110,9 @@ class ModelRegistry:
             chat_prompt_ids(tokenizer, prompt)
         except ValueError as e:
             reason = str(e)
-            raise ValueError(f"{reason[:1].upper()}{reason[1:]}. {self.choice(label).trained_on}".strip()) from None
+            trained_on = self.choice(label).trained_on
+            said = f" {trained_on}: {instead}" if trained_on else ""
+            raise ValueError(f"{reason[:1].upper()}{reason[1:]}.{said}") from None
 
     def _tokenizer(self, label: str):
         """The model's tokenizer, without its weights for a local model not loaded yet; None for a hub

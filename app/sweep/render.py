@@ -130,6 +130,8 @@ def sweep_table(rows: list[dict]) -> list[list]:
 
 
 def progress_html(p: Progress, n_prompts: int, label: str = "Sweep") -> str:
-    """A progress bar over the sweep's decodes (the warm-up's included), and the prompts done."""
-    text = f"{html.escape(label)}: {p.decodes} of {p.total} decodes, {p.problems} of {n_prompts} prompts done"
+    """A progress bar over the sweep's decodes, saying how many of them are the warm-up (decoded first and
+    kept out of the timings), and the prompts done."""
+    warm = f" (the first {p.warmup} a warm-up, untimed)" if p.warmup else ""
+    text = f"{html.escape(label)}: {p.decodes} of {p.total} decodes{warm}, {p.problems} of {n_prompts} prompts done"
     return banner(f'{text} <progress id="sweep-progress" value="{p.decodes}" max="{p.total}"></progress>')

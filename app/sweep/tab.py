@@ -45,7 +45,7 @@ from app.sweep.decode import (
 )
 from app.sweep.export import cli_command, sweep_record, write_downloads
 from app.sweep.point import PICK_HINT, neighbour, point_html
-from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, sweep_table
+from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, shown_metric, sweep_table
 from app.widgets.banner import banner
 from app.widgets.text_view import TokenText
 from core.bench import Progress
@@ -60,13 +60,18 @@ line (up to {MAX_OWN_PROMPTS}), on any model in the picker. Each point is one se
 against its accuracy (word problems: the right number; stories: the story checker's pass), its token
 agreement with the exact decoder, or its first divergence: how many tokens its texts match the exact
 decoder's before they part (the median over the prompts). Points on the dotted Pareto front are the
-settings worth choosing between. **Pick a point** (click it, or a table row) to read its texts beside
+settings worth choosing between. Held-out prompts decode as the model declares for their task (the
+embedded model samples its stories at temperature 0.7); your own prompts decode greedily (temperature
+0), whatever they ask, so a story of yours may loop where the Race, at its temperature, does not.
+**Pick a point** (click it, or a table row) to read its texts beside
 the exact decoder's, every differing token marked, and to load its tau and k into the Race and Drift
 tabs. Up to {MAX_TAUS} tau values, {MAX_KS} k values and {MAX_PROBLEMS} held-out prompts."""
-DONE = ("Sweep done: {n} prompt{s}. Pick a point (or a table row) to see its texts and load its tau and k into "
+DONE = ("Sweep done: {n} prompt{s}{greedy}. Pick a point (or a table row) to see its texts and load its tau and k into "
         'the Race and Drift tabs. <span class="ec-note">The same sweep from the command line: '
         "<code>{command}</code></span>")
 NO_SWEEP = "Run a sweep first: then pick a point to see its texts."
+# What this tab offers a visitor whose prompt line the model cannot read: its held-out sets, not examples.
+HELD_OUT_INSTEAD = "pick one of the held-out sets under prompts, or write lines like them."
 
 # Plotly's click event -> the hidden #sweep-pick textbox (a nonce makes every click a new value) -> its
 # `change` event on the server. Plots are re-rendered as the sweep streams, so the listener is
@@ -111,15 +116,17 @@ class SweepPanels:
     point: gr.HTML  # a picked point's texts beside the exact decoder's
     table: gr.Dataframe
     downloads: gr.File  # the points and texts (CSV), everything (JSON), your prompts
+    metric: gr.Radio  # the y axis: it says what the plot draws (agreement where accuracy was asked of your prompts)
     result: gr.State  # the session's last sweep (a SweepResult)
 
     def outputs(self) -> list[Block]:
         """What a sweep updates, in the HTTP API's order (`/sweep`; the state stays server-side)."""
-        return [self.status, self.plot, self.table, self.point, self.downloads, self.result]
+        return [self.status, self.plot, self.table, self.point, self.downloads, self.metric, self.result]
 
     def drawn(self, result: SweepResult, metric: str) -> Outputs:
+        """The plot and table of `result`, the y axis radio set to what the plot draws."""
         return {self.plot: pareto_figure(result.rows, metric, result.selected), self.table: _frame(result.rows),
-                self.result: result}
+                self.metric: shown_metric(result.rows, metric), self.result: result}
 
 
 def model_flag(choice: ModelChoice) -> str | None:
@@ -174,7 +181,8 @@ class SweepView(TabView):
             return None
         n, rows = self.params.count, self.last.rows
         files = write_downloads(sweep_record(self.params, rows, self.command))
-        done = DONE.format(n=n, s="s" * (n != 1), command=html.escape(self.command))
+        greedy = ", decoded greedily (temperature 0)" if self.params.task == OWN_PROMPTS else ""
+        done = DONE.format(n=n, s="s" * (n != 1), greedy=greedy, command=html.escape(self.command))
         return self.message(done) | self.drawn | {self.panels.downloads: files}
 
 
@@ -198,7 +206,7 @@ class SweepTab:
             shown = _metric(metric)
             for i, item in enumerate(params.items()):  # a prompt the model cannot read is told before decoding
                 try:
-                    self.ctx.registry.check_prompt(params.model, item.prompt)
+                    self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
             choice = self.ctx.registry.choice(params.model)
@@ -224,7 +232,10 @@ class SweepTab:
             shown = _metric(metric)
         except ValueError as e:
             return self.runner.refused(str(e))
-        return {self.panels.plot: None if result is None else pareto_figure(result.rows, shown, result.selected)}
+        if result is None:
+            return {self.panels.plot: None}
+        return {self.panels.plot: pareto_figure(result.rows, shown, result.selected),
+                self.panels.metric: shown_metric(result.rows, shown)}
 
     def pick_point(self, value: str, metric: str, result: SweepResult | None) -> Outputs:
         """A clicked point: '[tau, k, nonce]' from SWEEP_JS, checked like any other input."""
@@ -258,7 +269,12 @@ class SweepTab:
         point = None if result is None else neighbour(result.rows, result.selected, step)
         if point is None:
             return {self.panels.point: NO_SWEEP}
-        return self._load(*point, shown, result)
+        out = self._load(*point, shown, result)
+        if point == result.selected:  # at the end of its k's taus: said, not a silent click
+            way, end = ("lower", "lowest") if step < 0 else ("higher", "highest")
+            out[self.panels.loaded] = (f"No {way} tau at k {point[1]}: tau {point[0]:g} is this sweep's {end}. "
+                                       f"{out[self.panels.loaded]}")
+        return out
 
     def _load(self, tau: float, k: int, metric: str, result: SweepResult | None) -> Outputs:
         """tau and k into every target, what was loaded said, the point marked on the plot, its texts shown."""
@@ -322,7 +338,7 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
         lower = gr.Button("< lower tau", scale=0, elem_id="sweep-lower")
         higher = gr.Button("higher tau >", scale=0, elem_id="sweep-higher")
     point = gr.HTML(PICK_HINT, elem_id="sweep-point")
-    panels = SweepPanels(status, plot, loaded, point, table, downloads, gr.State(None))
+    panels = SweepPanels(status, plot, loaded, point, table, downloads, metric, gr.State(None))
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
     tab = SweepTab(ctx, panels, load_into)
 
@@ -331,7 +347,8 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
     model.change(tab.on_model, model, decoding[:2], api_visibility="private")
     prompts.change(lambda text: OWN_PROMPTS if text.strip() else gr.skip(), prompts, task, queue=False,
                   api_visibility="private")  # prompts typed or pasted: sweep them
-    metric.change(tab.redraw, [metric, panels.result], [panels.plot, status], queue=False, api_visibility="private")
+    metric.change(tab.redraw, [metric, panels.result], [panels.plot, status, metric], queue=False,
+                  api_visibility="private")
     picked = tab.picked_outputs()
     pick.change(tab.pick_point, [pick, metric, panels.result], picked, queue=False, api_name="sweep_pick")
     panels.table.select(tab.pick_row, [metric, panels.result], picked, queue=False, api_visibility="private")

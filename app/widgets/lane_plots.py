@@ -6,8 +6,6 @@ Heatmaps are numpy arrays: plotly sends them as compact typed arrays, not lists 
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -31,12 +29,12 @@ def step_axis(steps_taken: int, most: int) -> int:
     return min(span, max(most, steps_taken))
 
 
-def entropy_figure(events: list[StepEvent], tau: float | None, span: int, title: str = "",
-                   cursor: int | None = None, cached: bool = True) -> go.Figure:
+def entropy_figure(events: list[StepEvent], tau: float | None, span: int, cursor: int | None = None,
+                   cached: bool = True) -> go.Figure:
     """Max entropy of the tokens unmasked at each step over `span` steps; EntropyCache's tau line (None:
     a policy without one); for a lane with a cache (`cached`), its full steps, each with its policy's
     reason on hover (EntropyCache's comes the step after one above tau); a replay's `cursor` step marked
-    by a vertical line."""
+    by a vertical line. Its legend heads it (the lane's panel above names the policy)."""
     steps = [e.step for e in events]
     ent = [e.max_entropy for e in events]
     top = max([*([tau * 1.2] if tau is not None else []), *ent, 0.5])
@@ -46,16 +44,14 @@ def entropy_figure(events: list[StepEvent], tau: float | None, span: int, title:
     if cached:
         full = [e for e in events if e.full]
         fig.add_trace(go.Scatter(x=[e.step for e in full], y=[e.max_entropy for e in full], mode="markers",
-                                 name="full step (every row recomputed)", customdata=[e.reason for e in full],
+                                 name="full step", customdata=[e.reason for e in full],
                                  marker=dict(color=FULL_COLOR, symbol="x", size=7),
-                                 hovertemplate="step %{x}: full, %{customdata}<extra></extra>"))
+                                 hovertemplate="step %{x}: full (every row recomputed), %{customdata}<extra></extra>"))
     if tau is not None:
         fig.add_trace(go.Scatter(x=[-0.5, span - 0.5], y=[tau, tau], mode="lines", name=f"tau = {tau:g}",
                                  line=dict(color=TAU_COLOR, dash="dash", width=1.5), hoverinfo="skip"))
-    # Escaped: plotly draws <a href> in a title as a link, and a replayed trace's policy name may carry one.
-    fig.update_layout(title=dict(text=html.escape(title or "Entropy trace"), font=dict(size=13)), height=200,
-                      margin=MARGIN,
-                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom", font=dict(size=10)),
+    fig.update_layout(height=160, margin=dict(MARGIN, t=28), showlegend=True,  # a lone trace keeps its legend
+                      legend=dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom", font=dict(size=11)),
                       xaxis=dict(title="step", range=[-0.5, span - 0.5]),
                       yaxis=dict(title="nats", range=[0, top * 1.05]), template="plotly_white")
     if cursor is not None:
@@ -92,12 +88,12 @@ def rows_figure(events: list[StepEvent], n_layers: int, span: int, length: int, 
                 cursor: int | None = None) -> go.Figure:
     """Two heatmaps over `span` steps, each with its scale: per layer, the share of rows recomputed;
     per position, which rows (reused, recomputed, unmasked); a replay's `cursor` step marked on both."""
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.3, 0.7], vertical_spacing=0.12, shared_xaxes=True,
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.32, 0.68], vertical_spacing=0.14, shared_xaxes=True,
                         subplot_titles=("rows recomputed per layer (share of sequence)",
                                         "which rows: reused / recomputed / unmasked"))
     fig.add_trace(go.Heatmap(z=layer_matrix(events, n_layers, span, length), zmin=0, zmax=1,
-                             colorscale="Blues", colorbar=dict(title="share", thickness=10, len=0.3, y=0.86,
-                                                               tickformat=".0%", tickvals=[0, 0.5, 1]),
+                             colorscale="Blues", colorbar=dict(thickness=10, len=0.32, y=0.86, tickformat=".0%",
+                                                               tickvals=[0, 1]),
                              hovertemplate="step %{x}<br>layer %{y}<br>%{z:.0%} of rows<extra></extra>"), 1, 1)
     fig.add_trace(go.Heatmap(z=row_matrix(events, span, length), zmin=-1, zmax=2, colorscale=ROW_SCALE,
                              colorbar=dict(thickness=10, len=0.62, y=0.31, tickvals=list(ROW_KINDS.values()),
@@ -109,7 +105,7 @@ def rows_figure(events: list[StepEvent], n_layers: int, span: int, length: int, 
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_yaxes(title_text="layer", row=1, col=1)
     fig.update_yaxes(title_text="position", range=[length - 0.5, -0.5], row=2, col=1)
-    fig.update_layout(height=320, margin=MARGIN, template="plotly_white")
+    fig.update_layout(height=250, margin=MARGIN, template="plotly_white")
     fig.update_annotations(font_size=12)
     if cursor is not None:
         for row in (1, 2):

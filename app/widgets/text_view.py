@@ -28,7 +28,7 @@ CSS = """
 .ec-mask.ec-rc { background: #a9bff5; }
 .ec-end { color: #8a8f98; font-size: 11px; }
 .ec-tail { background-image: repeating-linear-gradient(45deg, transparent 0 3px, #8a8f9866 3px 5px); }
-.ec-legend { font-size: 12px; color: #666; margin-bottom: 4px; }
+.ec-legend, .ec-step-note { font-size: 12px; color: #666; margin-bottom: 4px; }
 .ec-legend span { margin-right: 10px; }
 """ + "".join(f".ec-c{i} {{ background: {bg}; color: {fg}; border-radius: 3px; }}\n"
             for i, (_, bg, fg) in enumerate(CONFIDENCE_BINS))
@@ -115,7 +115,7 @@ def render_text(event: StepEvent | None, text: TokenText, gen_len: int,
     if end < len(tokens):
         spans.append(f'<span class="ec-end">[end of text, {len(tokens) - end} positions]</span>')
     prompt_rows = sum(1 for pos in event.rows if pos < p)
-    note = f'<div class="ec-legend">step {event.step}: prompt rows recomputed {prompt_rows}/{p}</div>'
+    note = f'<div class="ec-step-note">step {event.step}: prompt rows recomputed {prompt_rows}/{p}</div>'
     return f'{LEGEND}{note}<div class="ec-text">{text.sep.join(spans)}</div>'
 
 
