@@ -5,10 +5,12 @@
     python scripts/load_test.py --visitors 2 --races 2 --memory 0
     python scripts/load_test.py --visitors 1 --races 1 --memory 100   # resident memory over 100 races
     python scripts/load_test.py --short --visitors 2 --races 2        # 2 s races (the test suite's)
+    python scripts/load_test.py --story --visitors 1,8,1 --races 4    # the story, no cache against EntropyCache
 
 Every visitor races what a visitor gets by pressing Run on the page as it opens (the default preset,
-the paper's comparison, on the embedded model's long example), or with --short a word problem of 64
-tokens, no cache against EntropyCache. It starts the app (`python app.py`, the embedded model) in a
+the paper's comparison, on the embedded model's long example), with --story the first example (a
+story, no cache against EntropyCache at gen 256), or with --short a word problem of 64 tokens, no cache
+against EntropyCache. It starts the app (`python app.py`, the embedded model) in a
 process of its own on 127.0.0.1 and a free port, so the visitors' clients, which run here, never
 share the server's interpreter (in a real deployment they are browsers elsewhere). For each visitor
 count it runs that many gradio_client visitors at once, each racing that prompt and settings
@@ -113,6 +115,15 @@ class Scenario:
         example."""
         choice = registry.choice(EMBEDDED_LABEL)
         return cls(choice.examples[choice.paper_example], DEFAULT_PRESET.policy, DEFAULT_PRESET.controls())
+
+    @classmethod
+    def story(cls, registry) -> Scenario:
+        """The model's first example (a story) with the settings picking it sets, no cache against
+        EntropyCache, gen 256: what Run raced before the Race opened on the paper's comparison."""
+        choice = registry.choice(EMBEDDED_LABEL)
+        defaults = {key: control.default for key, control in RUN_CONTROLS.items()}
+        lengths = {"gen_len": choice.gen_len, "block_len": choice.block_len}  # the model's, as the page opens
+        return cls(choice.example_list[0].text, "none", {**defaults, **lengths, **choice.example_list[0].settings})
 
     @classmethod
     def short(cls) -> Scenario:
@@ -240,11 +251,12 @@ class Served:
 
 
 @contextmanager
-def served_app(short: bool = False) -> Iterator[Served]:
+def served_app(race: str = "served") -> Iterator[Served]:
     """The app serving in its own process, warmed by one race alone and one pair at once (a queued race
     takes paths a lone one never does); stopped on the way out."""
     registry = build_registry(cuda=False)  # here only for the direct decodes the results are checked against
-    scenario = Scenario.short() if short else Scenario.as_served(registry)
+    scenario = {"served": Scenario.as_served, "story": Scenario.story,
+                "short": lambda _: Scenario.short()}[race](registry)
     expected = direct_texts(registry, scenario)
     url, server = serve()
     try:
@@ -262,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--races", type=int, default=3, help="races per visitor at each count")
     ap.add_argument("--memory", type=int, default=0, help="then N races in a row, reporting resident memory")
     ap.add_argument("--no-app", type=int, default=0, help="first N races in this process without the app")
-    ap.add_argument("--short", action="store_true", help="a word problem, gen 64, instead of the opened page's race")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--short", action="store_true", help="a word problem, gen 64, instead of the opened page's race")
+    which.add_argument("--story", action="store_true", help="the first example (a story), none against EntropyCache")
     ap.add_argument("--max-seconds", type=float, default=900.0, help="stop starting races after this long")
     args = ap.parse_args(argv)
     counts = [int(v) for v in args.visitors.split(",")]
@@ -274,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--memory must be 0 (off) or in 10..1000: it reports memory after the first 10 races")
     deadline = time.monotonic() + args.max_seconds
     torch.set_num_threads(decode_threads())  # the no-app races decode with the app's team (app.py)
-    with served_app(args.short) as app:
+    with served_app("short" if args.short else "story" if args.story else "served") as app:
         no_app = [no_app_level(app.registry, app.scenario, args.no_app)] if args.no_app else []
         served = [measured_level(app.url, app.pid, n, args.races, app.scenario, app.expected, deadline)
                   for n in counts]

@@ -37,7 +37,7 @@ def _load_test_module():
 def test_two_visitors_see_true_results_and_a_stable_speedup() -> None:
     lt = _load_test_module()
     deadline = time.monotonic() + 300
-    with lt.served_app(short=True) as app:
+    with lt.served_app("short") as app:
         alone = lt.run_level(app.url, 1, 5, app.scenario, app.expected, deadline)
         together = lt.run_level(app.url, 2, 2, app.scenario, app.expected, deadline)
     assert (alone.races, together.races) == (5, 4), "every race ran before the deadline"
@@ -73,3 +73,14 @@ def test_the_pools_compare_how_far_one_race_moves_alone_and_under_load() -> None
     assert lt.variation([1.9, 2.1]) == pytest.approx(statistics.stdev([1.9, 2.1]) / 2.0)
     assert lt.pooled("both", [alone, loaded]) == "both: 4 races, median 2.05x, sd 6.3% of the mean"
     assert lt.pooled("no app", []) == "no app: no races"
+
+
+def test_the_story_race_is_the_first_example_with_its_settings_no_cache_against_entropycache() -> None:
+    """--story: what docs/BENCHMARKS.md's load tables raced (Run's race before the paper's comparison)."""
+    lt = _load_test_module()
+    registry = lt.build_registry(cuda=False)
+    example = registry.choice(lt.EMBEDDED_LABEL).example_list[0]
+    run = lt.Scenario.story(registry).run(registry)
+    assert run.prompt == example.text and "story" in example.text
+    assert [(lane.policy.name, lane.config) for lane in run.lanes] == [("none", run.config), ("entropy", run.config)]
+    assert run.config.temperature == example.settings["temperature"] and run.config.gen_len == 256
