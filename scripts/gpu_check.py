@@ -40,7 +40,7 @@ gradio_client on the graphed path: the long passage example at gen 256 (tau 12: 
 refresh, as the offline schedules), a chat-sized prompt at gen 128, a cancelled race and one after
 it; then the long race's decode offline at its very prompt ids, the figure its banner must be within
 15% of. It writes gpu_check.json and gpu_check.md under --out (with the commit and the command) and
-prints the table with the issue's targets checked. Its time on an H100 is an estimate until it runs
+prints the table with its targets checked. Its time on an H100 is an estimate until it runs
 (the last run's parts, plus what is new): about 1.5 minutes a model shape (compiling the fused parts,
 20-60 s, included), the schedules and the embedded bench about 1 minute, the app 2.5-3.5 (16 GB
 written and loaded): 6.5-9 minutes in all. Within one device call of at most 8 minutes, run the
@@ -584,7 +584,7 @@ def finished(banner: str) -> bool:
 
 
 def targets(report: dict) -> list[str]:
-    """The issue's targets, each with what was measured and whether it is met."""
+    """The targets, each with what was measured and whether it is met."""
     lines = []
     for name, m in report["models"].items():
         one, par = m["end_to_end"][MODES[0]], m["end_to_end"][MODES[1]]

@@ -7,8 +7,8 @@ app at all (docs/BENCHMARKS.md "The app under load"), so one race's number is no
 The test compares medians, 5 races alone against 4 under load, within MEDIAN_BOUND: with one race's
 sd at 3-5% there (BENCHMARKS "sd" column), each median's is about 2%, their difference's about 3%.
 It bounds every race at RACE_BOUND, well past what the machine does on its own. What it guards
-against is what races side by side did before they took turns: four visitors shown 1.46-3.64x for a
-2.1x race.
+against is races that do not take turns on the device: four visitors decoding side by side are shown
+1.46-3.64x for a 2.1x race.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_the_pools_compare_how_far_one_race_moves_alone_and_under_load() -> None
 
 
 def test_the_story_race_is_the_first_example_with_its_settings_no_cache_against_entropycache() -> None:
-    """--story: what docs/BENCHMARKS.md's load tables raced (Run's race before the paper's comparison)."""
+    """--story: what docs/BENCHMARKS.md's load tables race."""
     lt = _load_test_module()
     registry = lt.build_registry(cuda=False)
     example = registry.choice(lt.EMBEDDED_LABEL).example_list[0]

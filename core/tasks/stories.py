@@ -22,16 +22,15 @@ Rules the checker enforces (its reason names the first one broken, with the sent
   gone to);
 - the friend, chosen in the opening from FRIENDS, is the one named everywhere after.
 Every rule is a reference: a word that must repeat one value written earlier. Rules that forbid a
-value (not going to the place one is in, not finding an object one holds) were dropped: the 5M
-embedded model learned none of them in its budget, while it learned every reference
+value (not going to the place one is in, not finding an object one holds) are not among them: the 5M
+embedded model learns none of them in its budget, while it learns every reference
 (docs/EMBEDDED_MODEL.md has the measurements). For the same reason friends have names of their own:
 a friend drawn from the main characters' names would need the rule "not the main character".
 
 Every event is EVENT_WORDS words long, so a unit starts at a position fixed by the number of units
 before it. With events of different lengths, a diffusion decoder that unmasks a confident word (a
-period, "in the") before the event around it is chosen commits to a length, and the small model
-miscounted: most failures of the earlier grammar were a word of one event written at the offset it
-has in another ("his amy hid in the park .").
+period, "in the") before the event around it is chosen commits to a length, and a small model
+miscounts: it writes a word of one event at the offset it has in another ("his amy hid in the park .").
 
 Free choices: at each event the generator picks a template uniformly, then fills each slot uniformly
 from what the state allows. `choice_points` replays a story and gives, for each answer token, how
