@@ -170,15 +170,29 @@ SERIES = ("change", "recomputed", "reused")  # every row; the rows the next step
 def links(pairs: list[StepPair]) -> dict:
     """For each series: its Pearson and Spearman against entropy over every pair with a value, and over
     the unmarked ones only, with how many pairs and the largest entropy among them (the range a
-    correlation covers: entropies are 0 and up)."""
+    correlation covers: entropies are 0 and up). `recomputed` is correlated over the pairs whose next
+    step is partial (a few rows, the just-decoded ones among them) where a policy takes partial steps at
+    all: a full step's mean over every row is another quantity (most rows barely move), and mixing the
+    two would make the steps above tau, the ones followed by a full step, look calm (full_next says them)."""
     out = {}
+    partial = any(not p.full for p in pairs)
     for name in SERIES:
         for subset, chosen in (("all", pairs), ("unmarked", [p for p in pairs if not p.marked])):
+            if name == "recomputed" and partial:
+                chosen = [p for p in chosen if not p.full]
             xy = [(p.entropy, getattr(p, name)) for p in chosen if getattr(p, name) is not None]
             x, y = [a for a, _ in xy], [b for _, b in xy]
             out[f"{name}_{subset}"] = {"n": len(xy), "pearson": pearson(x, y), "spearman": spearman(x, y),
                                        "max_entropy": max(x, default=0.0)}
     return out
+
+
+def full_next(pairs: list[StepPair]) -> dict:
+    """The mean change of every row after the unmarked steps followed by a full step (for EntropyCache:
+    the steps above tau), against after the others."""
+    unmarked = [p for p in pairs if not p.marked]
+    full, rest = [p.change for p in unmarked if p.full], [p.change for p in unmarked if not p.full]
+    return {"n": len(full), "change": _mean(full), "others": _mean(rest)}
 
 
 def staleness_curve(pairs: list[StepPair]) -> dict[int, float]:
@@ -217,7 +231,7 @@ def verdict(link: dict) -> str:
     return "weakly runs against" if shown > -0.3 else "runs against"
 
 
-def what_holds(found: dict) -> str:
+def what_holds(found: dict, after_full: dict | None = None) -> str:
     """One sentence on the measurements in `found` (links of unmarked pairs): what entropy predicts here.
     Split by rows where the policy takes partial steps at all (as the scatter is)."""
     recomputed, reused, change = found["recomputed_unmarked"], found["reused_unmarked"], found["change_unmarked"]
@@ -226,9 +240,13 @@ def what_holds(found: dict) -> str:
     if found["reused_all"]["n"] == 0:  # every step full (the exact decoder): no split
         return (f"Here the entropy of what a step decodes {verdict(change)} how far the next step's K/V move"
                 f"{_rho(change)}.")
-    return (f"Here the entropy of what a step decodes {verdict(recomputed)} how far the rows the next step "
-            f"recomputes move{_rho(recomputed)}, and {verdict(reused)} how far the rows it reuses from the cache "
-            f"move{_rho(reused, 'partial steps')}.")
+    said = (f"Here the entropy of what a step decodes {verdict(recomputed)} how far the rows the next step "
+            f"recomputes move{_rho(recomputed, 'partial steps')}, and {verdict(reused)} how far the rows it reuses "
+            f"from the cache move{_rho(reused, 'partial steps')}.")
+    if after_full and after_full["n"] and after_full["others"] is not None:  # full_next(pairs)
+        said += (f" After the {after_full['n']} steps followed by a full step, every row moved "
+                 f"{after_full['change']:.3f} on average, against {after_full['others']:.3f} after the others.")
+    return said
 
 
 def _rho(link: dict, steps: str = "steps") -> str:
@@ -248,14 +266,15 @@ def drift_analysis(events: list, eos_ids: tuple[int, ...] | set[int]) -> dict:
 
 
 def _analysis(pairs: list[StepPair]) -> dict:
-    found = links(pairs)
+    found, after_full = links(pairs), full_next(pairs)
     return {
         "pairs": pairs,
         "links": found,
+        "full_next": after_full,
         "staleness": staleness_curve(pairs),
         "marked": {"tail": sum(p.tail for p in pairs), "block_start": sum(p.block_start and not p.tail for p in pairs)},
         "tail": tail_cost(pairs),
-        "summary": what_holds(found),
+        "summary": what_holds(found, after_full),
     }
 
 

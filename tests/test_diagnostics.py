@@ -11,6 +11,7 @@ from core.diagnostics import (
     Probe,
     StepPair,
     drift_analysis,
+    full_next,
     kv_drift,
     links,
     pearson,
@@ -151,8 +152,10 @@ def test_links_curve_and_sentence_by_hand():
     assert analysis["tail"] == {"share": pytest.approx(1 / 3), "staleness": pytest.approx(0.06),
                                 "staleness_elsewhere": pytest.approx(0.03)}
     assert analysis["summary"] == "Too few steps yet (2) to say what entropy predicts here."
-    assert found["recomputed_all"]["n"] == 3  # the pair into a full step too: every row recomputed
-    assert found["recomputed_all"]["max_entropy"] == 0.9
+    # the rows recomputed are correlated over the pairs into a partial step: a full step's every-row mean is
+    # another quantity (the scatter shows it apart)
+    assert found["recomputed_all"]["n"] == 2 and found["recomputed_all"]["max_entropy"] == 0.9
+    assert full_next(pairs) == {"n": 0, "change": None, "others": pytest.approx((0.325 + 0.3) / 2)}
     link = {"n": 400, "spearman": 0.34, "max_entropy": 2.0}  # chance alone: |rho| < 2 / sqrt(400) = 0.1
     assert [verdict({**link, "spearman": r}) for r in (0.34, 0.2996, 0.17, -0.2, -0.5)] == [
         "tracks", "tracks", "weakly tracks", "weakly runs against", "runs against"]  # 0.2996 is shown as +0.30
@@ -166,8 +169,11 @@ def test_links_curve_and_sentence_by_hand():
              "change_unmarked": {**link, "n": 500, "spearman": 0.3}, "reused_all": {"n": 45}}
     assert what_holds(split) == (
         "Here the entropy of what a step decodes tracks how far the rows the next step recomputes move (Spearman "
-        "+0.34 over 400 steps, entropies up to 2.0 nats), and shows no link to (-0.01 over 300 steps is within "
-        "chance) how far the rows it reuses from the cache move.")
+        "+0.34 over 400 partial steps, entropies up to 2.0 nats), and shows no link to (-0.01 over 300 steps is "
+        "within chance) how far the rows it reuses from the cache move.")
+    assert what_holds(split, {"n": 12, "change": 0.0512, "others": 0.0204}).endswith(
+        "move. After the 12 steps followed by a full step, every row moved 0.051 on average, against 0.020 after "
+        "the others.")
     assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan, "max_entropy": 0.0},
                        "reused_all": {"n": 0}}) == (
         "Here the entropy of what a step decodes tracks how far the next step's K/V move (Spearman +0.30 over 500 "
