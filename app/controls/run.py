@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
+from app.controls.sent import check_choice, check_unicode
 from app.serving.registry import ModelRegistry
 from core.decoder import DecodeConfig
 from core.policies import CachePolicy, make_policy
@@ -70,7 +71,7 @@ def check_prompt(prompt: object) -> str:
         raise ValueError("Please enter a prompt: it is empty.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
-    return prompt.strip()
+    return check_unicode(prompt, "The prompt").strip()
 
 
 def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], against_ours: bool) -> Run:
@@ -79,10 +80,8 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     Compared policies' controls that were sent are checked whichever policy they belong to; the
     picked one's missing ones take their defaults."""
     text = check_prompt(raw.prompt)
-    if raw.model not in registry.labels:
-        raise ValueError(f"Unknown model {raw.model!r}; choose one of: {', '.join(registry.labels)}.")
-    if raw.policy not in offered:
-        raise ValueError(f"Unknown policy {raw.policy!r}; choose one of: {', '.join(offered)}.")
+    check_choice(raw.model, registry.labels, "model")
+    check_choice(raw.policy, offered, "policy")
     missing, extra = sorted(set(RUN_CONTROLS) - set(raw.numbers)), sorted(set(raw.numbers) - set(RUN_CONTROLS))
     unknown = sorted(set(raw.compared) - set(PEER_CONTROLS))
     if missing or extra or unknown:

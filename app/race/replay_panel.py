@@ -20,6 +20,8 @@ from pathlib import Path
 import gradio as gr
 from gradio.blocks import Block
 
+from app.controls.panel import as_sent, raw_slider
+from app.controls.sent import shown as shown_value
 from app.race.comparison import Comparison, speedup
 from app.race.decode import Snapshot
 from app.race.panels import DRAWN_NAMES, SIDES, RacePanels
@@ -71,6 +73,8 @@ def load_trace_file(path: str | None) -> Replay:
     """A Replay from a trace file Gradio holds (an upload or the race's own trace); ValueError otherwise."""
     if not path:
         raise ValueError(NO_REPLAY)
+    if not isinstance(path, str) or not Path(path).is_file():
+        raise ValueError(f"There is no trace file at {shown_value(path)}: load a trace downloaded from this app.")
     size = Path(path).stat().st_size
     if size > MAX_TRACE_BYTES:  # refused before reading it
         raise ValueError(f"The trace is {size / 2**20:.1f} MB; a trace may be at most {MAX_TRACE_BYTES >> 20} MB.")
@@ -83,13 +87,13 @@ def check_frame(replay: Replay | None, frame: object) -> tuple[Replay, int]:
     if isinstance(frame, float) and frame.is_integer():
         frame = int(frame)
     if not isinstance(frame, int) or isinstance(frame, bool) or not 0 <= frame <= len(replay):
-        raise ValueError(f"Replay frame must be a whole number from 0 to {len(replay)}; got {frame!r}.")
+        raise ValueError(f"Replay frame must be a whole number from 0 to {len(replay)}; got {shown_value(frame)}.")
     return replay, frame
 
 
 def check_pace(pace: object) -> str:
-    if pace not in PACES:
-        raise ValueError(f"Pace must be one of: {', '.join(PACES)}; got {pace!r}.")
+    if not isinstance(pace, str) or pace not in PACES:
+        raise ValueError(f"Pace must be one of: {', '.join(PACES)}; got {shown_value(pace)}.")
     return pace
 
 
@@ -192,20 +196,20 @@ def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:
             replay_race = gr.Button("Replay this race", elem_id="replay-race")
             upload = gr.File(label="Load a trace (JSON)", file_types=[".json"], type="filepath", height=90,
                              elem_id="replay-upload")
-            pace = gr.Radio(list(PACES), value=DEFAULT_PACE, label="Pace (slow-down of measured compute time)",
-                            elem_id="replay-pace")
+            pace = as_sent(gr.Radio(list(PACES), value=DEFAULT_PACE, elem_id="replay-pace",
+                                    label="Pace (slow-down of measured compute time)"))
         with gr.Row():
             prev = gr.Button("< Step back", elem_id="replay-prev")
             play = gr.Button("Play", variant="primary", elem_id="replay-play")
             pause = gr.Button("Pause", elem_id="replay-pause")
             nxt = gr.Button("Step forward >", elem_id="replay-next")
         with gr.Row():
-            slider = gr.Slider(0, 1, value=0, step=1, scale=4, elem_id="replay-slider",
-                               label="Frame (every lane's steps, in the order their compute ended)")
-            # The frame handlers read: unbounded here, checked by check_frame with a message naming it. (The
-            # slider's own bounds change per replay, and Gradio checks an updated slider with its own words.)
-            frame = gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
-                              elem_id="replay-frame")
+            slider = raw_slider(0, 1, value=0, step=1, scale=4, elem_id="replay-slider",
+                                label="Frame (every lane's steps, in the order their compute ended)")
+            # The frame handlers read, as sent: check_frame's message names it and its range (the slider's
+            # own bounds change per replay, and Gradio would check either with its own words).
+            frame = as_sent(gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
+                                      elem_id="replay-frame"))
     panel = ReplayPanel(race, replay, slider, frame)
     outputs = panel.outputs()
     played = play.click(panel.play, [replay, frame, pace], outputs, concurrency_id="replay",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from app.controls.sent import check_choice
 from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import Example, chat_examples, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
@@ -77,10 +78,9 @@ class ModelRegistry:
     def labels(self) -> list[str]:
         return list(self._choices)
 
-    def choice(self, label: str) -> ModelChoice:
-        if label not in self._choices:
-            raise ValueError(f"Unknown model {label!r}; choose one of: {', '.join(self._choices)}.")
-        return self._choices[label]
+    def choice(self, label: object) -> ModelChoice:
+        """The choice of a label a client sent; a ValueError naming the choices for anything else."""
+        return self._choices[check_choice(label, self.labels, "model")]
 
     def is_loaded(self, label: str) -> bool:
         return label in self._loaded

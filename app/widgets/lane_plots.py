@@ -45,8 +45,9 @@ def entropy_figure(events: list[StepEvent], tau: float | None, span: int, title:
                              line=dict(color=LINE_COLOR, width=1.5)))
     if cached:
         full = [e for e in events if e.full]
+        reasons = [html.escape(e.reason) for e in full]  # plotly draws <a href> in hover text as a link
         fig.add_trace(go.Scatter(x=[e.step for e in full], y=[e.max_entropy for e in full], mode="markers",
-                                 name="full step (every row recomputed)", customdata=[e.reason for e in full],
+                                 name="full step (every row recomputed)", customdata=reasons,
                                  marker=dict(color=FULL_COLOR, symbol="x", size=7),
                                  hovertemplate="step %{x}: full, %{customdata}<extra></extra>"))
     if tau is not None:
