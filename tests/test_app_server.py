@@ -89,7 +89,7 @@ def free_port() -> int:
 def served():
     registry = build_registry(embedded=MODEL, cuda=False)
     registry.preload()
-    demo = build_demo(registry)
+    demo = build_demo(registry, proxied=True)  # as on a Space: a visitor's address is X-Forwarded-For's last entry
     url = launch(demo, "127.0.0.1", free_port())
     # As in `python app.py`, one thread runs every CPU decode (there the main thread; here the tests have it)
     stop = threading.Event()
@@ -368,7 +368,8 @@ def test_several_clients_at_once_each_get_their_own_result(served) -> None:
         args(p, seed=i, temperature=0.7, gen_len=16 * (i + 1), policy=pol)
         for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "dllm-cache"]))
     ]
-    clients = [Client(url, verbose=False) for _ in runs]  # one session each
+    # one session each, from addresses of their own (one visitor has at most two runs under way)
+    clients = [Client(url, verbose=False, headers={"X-Forwarded-For": f"10.0.0.{i}"}) for i in range(len(runs))]
     with ThreadPoolExecutor(len(runs)) as pool:
         outs = list(pool.map(lambda ca: ca[0].predict(**ca[1], api_name="/run"), zip(clients, runs)))
     for a, out in zip(runs, outs):

@@ -255,10 +255,11 @@ class PanelTab:
 
     offered: ClassVar[list[str]]
     against_ours: ClassVar[bool]
+    name: ClassVar[str]  # the tab's, as a visitor's runs under way are counted per tab
 
     def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
         self.ctx, self.inputs, self.panels = ctx, inputs, panels
-        self.runner = TabRunner(ctx, panels.status)
+        self.runner = TabRunner(ctx, panels.status, tab=self.name)
 
     def view(self, run: Run) -> TabView:
         raise NotImplementedError

@@ -65,6 +65,7 @@ class RaceTab(PanelTab):
 
     offered = raced_policies()
     against_ours = True
+    name = "race"
 
     def view(self, run: Run) -> RaceView:
         return RaceView(run, self.panels, self.ctx.throttle_s)

@@ -67,6 +67,11 @@ class SweepParams:
         """How many prompts the sweep decodes at every setting."""
         return len(self.prompts) if self.task == OWN_PROMPTS else self.problems
 
+    @property
+    def decodes(self) -> int:
+        """How many decodes the sweep runs: the exact decoder's and every (tau, k)'s, for every prompt."""
+        return self.count * (1 + len(self.taus) * len(self.ks))
+
     def name(self, i: int) -> str:
         """How a message names the sweep's i-th prompt (from 0)."""
         return f"Line {self.prompts[i][0]} of your prompts" if self.task == OWN_PROMPTS else f"Held-out prompt {i + 1}"

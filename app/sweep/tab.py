@@ -24,6 +24,7 @@ from gradio.blocks import Block
 
 from app.controls.declared import DECODE_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
+from app.serving.budget import check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
 from app.serving.runner import Outputs, TabRunner, TabView
@@ -186,7 +187,8 @@ class SweepTab:
                  lengths: Sequence[gr.Slider] = ()) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
         self.lengths = lengths  # the gen and block length sliders, which a model sets
-        self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True)
+        self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
+                                tab="sweep")
 
     def run(
         self, model: str, task: str, prompts: str, taus: str, ks: str, problems: float, gen_len: float,
@@ -204,6 +206,7 @@ class SweepTab:
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
             choice = self.ctx.registry.choice(params.model)
+            check_sweep(params.decodes, choice.device)
             return SweepView(params, shown, self.panels, cli_command(params, model_flag(choice), choice.device))
 
         yield from self.runner.run(request, view)
