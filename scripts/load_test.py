@@ -50,8 +50,8 @@ from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  #
 from app.controls.presets import DEFAULT_PRESET  # noqa: E402
 from app.controls.run import RawRun, Run, check_run  # noqa: E402
 from app.race.client import named  # noqa: E402
-from app.serving.admission import PROXY_ENV  # noqa: E402
 from app.race.decode import race_snapshots  # noqa: E402
+from app.serving.admission import PROXY_ENV  # noqa: E402
 from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import generate  # noqa: E402
