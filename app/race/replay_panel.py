@@ -76,9 +76,12 @@ def load_trace_file(path: str | None) -> Replay:
     """A Replay from a trace file Gradio holds (an upload or the race's own trace); ValueError otherwise."""
     if not path:
         raise ValueError(NO_REPLAY)
-    if not isinstance(path, str) or not Path(path).is_file():
+    try:
+        size = Path(path).stat().st_size if isinstance(path, str) and Path(path).is_file() else None
+    except OSError:  # a name the system refuses (too long, say)
+        size = None
+    if size is None:
         raise ValueError(f"There is no trace file at {shown_value(path)}: load a trace downloaded from this app.")
-    size = Path(path).stat().st_size
     if size > MAX_TRACE_BYTES:  # refused before reading it
         raise ValueError(f"The trace is {size / 2**20:.1f} MB; a trace may be at most {MAX_TRACE_BYTES >> 20} MB.")
     return Replay.of(read_trace(Path(path).read_bytes()))

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-MAX_UNREAD = 32  # updates a session may leave unread before its run stops
+MAX_UNREAD = 16  # updates a session may leave unread before its run stops: a few seconds of a race's
 
 
 def unread(blocks: object, session: str | None) -> int:
     """How many updates of `session` wait in `blocks`' queue unread (0 where that cannot be told)."""
     pending = getattr(getattr(blocks, "_queue", None), "pending_messages_per_session", None)
-    messages = pending.get(session) if isinstance(pending, dict) and session else None
+    messages = pending.get(session) if hasattr(pending, "get") and session else None  # a mapping (an LRU cache)
     qsize = getattr(messages, "qsize", None)
     return qsize() if callable(qsize) else 0
 

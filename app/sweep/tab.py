@@ -24,6 +24,7 @@ from gradio.blocks import Block
 
 from app.controls.declared import DECODE_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
+from app.controls.sent import check_choice
 from app.serving.budget import check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
@@ -285,9 +286,7 @@ class SweepTab:
 
 def _metric(metric: object) -> str:
     """The y axis a handler was sent, checked (every handler that draws takes one from the client)."""
-    if metric not in METRICS:
-        raise ValueError(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.")
-    return str(metric)
+    return check_choice(metric, list(METRICS), "y axis")
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
