@@ -214,3 +214,68 @@ def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(recorded))
     assert len(load_trace_file(str(good))) == len(replay_of(recorded))
+
+
+# ---- bounded memory and a pause that lands where the screen is (app/race/replay_store.py, playback.py) ----
+
+
+def test_the_store_keeps_one_replay_per_session_and_drops_the_least_recently_used(recorded) -> None:
+    from app.race.replay_store import DROPPED, ReplayStore, replay_bytes
+
+    replay = replay_of(recorded)
+    size = replay_bytes(replay)
+    store = ReplayStore(max_bytes=3 * size, max_replays=10)
+    a, b = store.put(replay), store.put(replay_of(recorded))
+    a2 = store.put(replay_of(recorded), replacing=a)  # a session loading another: its old one goes
+    assert len(store) == 2 and store.get(a) is None and not store.dropped(None)
+    assert store.get(b) is not None  # b is now the most recently used: a2 goes first
+    c, d = store.put(replay_of(recorded)), store.put(replay_of(recorded))
+    assert store.get(a2) is None and store.dropped(a2) and store.used == 3 * size and len(store) == 3
+    assert all(store.get(s) is not None for s in (b, c, d))
+    with pytest.raises(ValueError, match=r"^This trace takes about \d+ MB once read; a replay here may take at most"):
+        ReplayStore(max_bytes=size - 1).put(replay)
+    panel = replay_panel()
+    gone = panel.store.put(replay)
+    panel.store._replays.clear()  # as if other sessions' replays had pushed it out
+    assert DROPPED in panel.show(gone, 0)[panel.race.status]
+
+
+def test_pause_lands_on_the_frame_the_playback_sent_last_and_nothing_follows(recorded, monkeypatch) -> None:
+    """Playing at 100x on a fake clock, paused while the page still says frame 0 (its number lags): the
+    paused banner names the frame the playback sent last, and the playback sends nothing after it."""
+    import dataclasses
+
+    import app.race.playback
+    from app.race.playback import Playback
+
+    replay = replay_of(recorded)
+    clock = FakeClock()
+    monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
+    monkeypatch.setattr(app.race.playback, "HALT_WAIT_S", 0.01)  # it waits at a yield below, as Gradio holds it
+    panel = dataclasses.replace(replay_panel(), clock=clock)
+    stored = panel.store.put(replay)
+    playing = panel.play(stored, 0, "100x")
+    sent = [next(playing) for _ in range(4)]  # the start, then three frames on the fake clock
+    last = sent[-1][panel.frame]
+    assert 0 < last < len(replay) and [s[panel.frame] for s in sent] == sorted({s[panel.frame] for s in sent})
+    paused = panel.pause(stored, 0)
+    assert paused[panel.frame] == last and f"Replay paused: frame {last} of {len(replay)}" in paused[panel.race.status]
+    assert list(playing) == []  # nothing after the pause: no frame, no "playing" banner over a still screen
+
+
+def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatch) -> None:
+    from app.race.playback import Playback
+
+    replay = replay_of(recorded)
+    clock = FakeClock()
+    monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
+    import dataclasses
+
+    panel = dataclasses.replace(replay_panel(), clock=clock)
+    frames = list(panel.play(panel.store.put(replay), 0, "1x"))
+    race = panel.race
+    for before, after in zip(frames, frames[1:]):
+        moved = {replay.trace.lanes[lane].side for lane in range(len(replay.trace.lanes))
+                 if replay.counts(after[panel.frame])[lane] != replay.counts(before[panel.frame])[lane]}
+        for side in {lane.side for lane in replay.trace.lanes} - moved:  # a lane that did not step is not resent
+            assert after[race.lanes[side].rows] is gr.skip() or after[race.lanes[side].rows] == gr.skip()

@@ -41,11 +41,11 @@ class Playback:
         """The playback sends nothing more (it ran out, was halted, or was closed)."""
         self._ended.set()
 
-    def halt(self, wait_s: float = HALT_WAIT_S) -> int:
-        """Stop the playback, wait until it has ended (at most wait_s), and return the frame it sent last."""
+    def halt(self) -> int:
+        """Stop the playback, wait until it has ended (at most HALT_WAIT_S), and return the frame it sent last."""
         with self._lock:
             self._halted.set()
-        self._ended.wait(wait_s)
+        self._ended.wait(HALT_WAIT_S)
         return self.frame
 
 

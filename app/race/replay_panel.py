@@ -13,7 +13,8 @@ from a path a visitor typed.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +138,7 @@ class ReplayPanel:
     frame: gr.Number  # the frame on screen, as the handlers read it
     store: ReplayStore = field(default_factory=ReplayStore)
     playbacks: Playbacks = field(default_factory=Playbacks)
+    clock: Callable[[], float] = time.monotonic  # the playbacks' wall clock
 
     def outputs(self) -> list[Block]:
         """What a frame updates, in the HTTP API's order: the race's banner, time panel and lanes, each
@@ -215,7 +217,7 @@ class ReplayPanel:
         sent: dict = {}
         try:
             yield changed(self.show_frame(replay, start, f"playing at {pace}", renderer), sent)
-            for shown in replay.play(start, pace, DEFAULT_THROTTLE_S, sleep=playback.sleep, until=playback.halted):
+            for shown in replay.play(start, pace, DEFAULT_THROTTLE_S, self.clock, playback.sleep, playback.halted):
                 if not playback.send(shown):
                     return
                 state = "finished" if shown == len(replay) else f"playing at {pace}"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from app.race.replay import Replay
 from app.serving.heap import release_memory
 
-MAX_STORED_BYTES = 256 * 2**20  # every session's replays together, as replay_bytes counts them
+MAX_STORED_BYTES = 192 * 2**20  # every session's replays together, as replay_bytes counts them
 MAX_REPLAYS = 64
 # What a value in a parsed trace costs: a list's pointer and the int or float it points to (CPython, 64-bit).
 VALUE_BYTES = 36
