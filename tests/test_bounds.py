@@ -156,3 +156,21 @@ def test_unread_updates_are_counted_from_the_apps_queue() -> None:
     assert unread(blocks, "s") == MAX_UNREAD and not unread_check(blocks)("s")
     messages.put("update")
     assert unread_check(blocks)("s") and unread(blocks, "other") == 0 and unread(object(), "s") == 0
+
+
+def test_the_readme_states_the_limits_as_declared() -> None:
+    """The README's 'What a visitor may ask for' says each limit in the words of its declaration."""
+    from pathlib import Path
+
+    from app.race.replay_store import MAX_REPLAYS, MAX_STORED_BYTES
+    from app.serving.admission import MAX_QUEUED
+    from app.widgets.lane_plots import MAX_ROW_BANDS
+
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    for phrase in (f"*Runs under way*: {PER_VISITOR} per visitor per tab",
+                   f"Gradio's queue holds {MAX_QUEUED} requests",
+                   f"at most {CPU_POSITIONS:,} on the CPU and {CPU_POSITIONS * GPU_FACTOR:,} on a GPU",
+                   f"a sweep at most {CPU_SWEEP_DECODES} decodes ({CPU_SWEEP_DECODES * GPU_FACTOR:,} on a GPU)",
+                   f"stops once {MAX_UNREAD} are waiting", f"at most {MAX_STORED_BYTES >> 20} MB",
+                   f"and {MAX_REPLAYS} replays, one per session", f"longer than {MAX_ROW_BANDS:,} positions"):
+        assert phrase in readme, phrase
