@@ -4,11 +4,13 @@ the limit and what the request asked.
 
 A decode's work grows with the positions each of its steps computes (the prompt and the response) times
 its steps (one token per step: the gen length; else `steps`), once per decode (a race's lanes). That
-product is what a request's time on the device follows: at the CPU budget the embedded model's
-largest race takes about a minute on a 2-core machine, the paper's comparison on its long example well
-within it. A GPU decodes an 8B model about as fast as a CPU does the embedded one, so its budget is
-larger by GPU_FACTOR. A sweep's work is counted in decodes (the exact decoder and every tau x k setting,
-for every prompt). No gradio here.
+product is what a request's time on the device follows. The CPU budget leaves room for every example a
+model offers at the paper's settings (the paper's comparison on the embedded model's long example asks
+for 495,360) and refuses the largest race the controls allow (gen 512 after a long prompt, which held
+the CPU for minutes). A GPU decodes an 8B model about as fast as a CPU does the embedded one, so its
+budget is larger by GPU_FACTOR (the long LLaDA and Dream examples fit it before their tokenizer is
+loaded, counted at a token a byte). A sweep's work is counted in decodes (the exact decoder and every
+tau x k setting, for every prompt). No gradio here.
 """
 
 from __future__ import annotations
