@@ -180,8 +180,8 @@ def test_the_long_chat_examples_fit_the_gpu_budget_before_their_tokenizer_is_loa
     """Counted at a token a byte (the registry's bound before LLaDA's or Dream's tokenizer is at hand), the
     paper's comparison (three lanes, one token per step at most) on each long example is within the budget."""
     from app.serving.long_prompts import LONG_PROMPTS
-    from app.serving.registry import UNREAD_FRAME
+    from app.serving.registry import CHAT_FRAME_TOKENS
 
     for prompt in LONG_PROMPTS:
-        positions = len(prompt.text.encode("utf-8")) + UNREAD_FRAME + prompt.gen_len
+        positions = len(prompt.text.encode("utf-8")) + CHAT_FRAME_TOKENS + prompt.gen_len
         assert check_decodes([Decode(positions, prompt.gen_len)] * 3, "cuda") <= CPU_POSITIONS * GPU_FACTOR

@@ -32,7 +32,7 @@ from core.passes import check_graphs
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"
-UNREAD_FRAME = 64  # the most tokens a chat template adds around a prompt
+CHAT_FRAME_TOKENS = 64  # the most tokens a chat template adds around a prompt
 HUB_MODELS = {"LLaDA-8B-Instruct (GPU)": "llada", "Dream-7B-Instruct (GPU)": "dream"}  # label -> core alias
 
 
@@ -104,10 +104,10 @@ class ModelRegistry:
         """Before any decoding: a ValueError when the model cannot read the prompt, with core's words
         for which words it does not know (core.loading.chat_prompt_ids) and what it was trained on;
         else its length in tokens (for a model whose tokenizer is not at hand, at most: its UTF-8 bytes,
-        each a token at most for a byte-level tokenizer, and the chat template's UNREAD_FRAME tokens)."""
+        each a token at most for a byte-level tokenizer, and the chat template's CHAT_FRAME_TOKENS tokens)."""
         tokenizer = self._tokenizer(label)
         if tokenizer is None:
-            return len(prompt.encode("utf-8")) + UNREAD_FRAME
+            return len(prompt.encode("utf-8")) + CHAT_FRAME_TOKENS
         try:
             return len(chat_prompt_ids(tokenizer, prompt))
         except ValueError as e:
