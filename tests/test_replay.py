@@ -261,6 +261,10 @@ def test_pause_lands_on_the_frame_the_playback_sent_last_and_nothing_follows(rec
     paused = panel.pause(stored, 0)
     assert paused[panel.frame] == last and f"Replay paused: frame {last} of {len(replay)}" in paused[panel.race.status]
     assert list(playing) == []  # nothing after the pause: no frame, no "playing" banner over a still screen
+    finished = list(panel.play(stored, last, "100x"))  # to the end this time
+    assert "finished" in finished[-1][panel.race.status]
+    again = panel.pause(stored, 3)  # the page's number lags: Pause still says the frame on screen, the last
+    assert f"Replay paused: frame {len(replay)} of {len(replay)}" in again[panel.race.status]
 
 
 def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatch) -> None:

@@ -223,7 +223,7 @@ class ReplayPanel:
                 state = "finished" if shown == len(replay) else f"playing at {pace}"
                 yield changed(self.show_frame(replay, shown, state, renderer), sent)
         finally:
-            self.playbacks.end(stored.key, playback)
+            self.playbacks.end(playback)
 
 
 def changed(out: Outputs, sent: dict) -> Outputs:
