@@ -19,8 +19,10 @@ from app.race.speed import CSS as SPEED_CSS
 from app.race.tab import build_race_tab
 from app.race.time_panel import CSS as TIME_CSS
 from app.race.trace_reader import MAX_TRACE_BYTES
+from app.serving.admission import MAX_QUEUED
 from app.serving.context import AppContext
 from app.serving.gpu import CONCURRENCY
+from app.serving.listener import unread_check
 from app.serving.registry import ModelRegistry
 from app.sweep.point import CSS as POINT_CSS
 from app.sweep.tab import SWEEP_JS, build_sweep_tab
@@ -34,10 +36,13 @@ JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio t
 
 
 def build_demo(
-    registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int = CONCURRENCY
+    registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int = CONCURRENCY,
+    proxied: bool | None = None,
 ) -> gr.Blocks:
-    """The app, admitting `concurrency` runs at once (they decode in turn: app/serving/turn_queue.py)."""
-    ctx = AppContext(registry, throttle_s=throttle_s)
+    """The app, admitting `concurrency` runs at once (they decode in turn: app/serving/turn_queue.py),
+    holding at most MAX_QUEUED requests in Gradio's queue; `proxied`: whether a visitor is read from
+    X-Forwarded-For (None: as app/serving/admission.py decides)."""
+    ctx = AppContext(registry, throttle_s=throttle_s, proxied=proxied)
     with gr.Blocks(title="EntropyCache decode race") as demo:
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
@@ -46,7 +51,8 @@ def build_demo(
                 drift = build_drift_tab(ctx)
             with gr.Tab("Sweep", id="sweep"):  # a picked point loads into both tabs' tau and k
                 build_sweep_tab(ctx, [race.inputs, drift.inputs])
-    demo.queue(default_concurrency_limit=concurrency)
+    demo.queue(default_concurrency_limit=concurrency, max_size=MAX_QUEUED)
+    ctx.forgotten = unread_check(demo)
     return demo
 
 

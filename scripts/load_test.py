@@ -53,6 +53,7 @@ from app.controls.presets import DEFAULT_PRESET  # noqa: E402
 from app.controls.run import RawRun, Run, check_run  # noqa: E402
 from app.race.client import named  # noqa: E402
 from app.race.decode import race_snapshots  # noqa: E402
+from app.serving.admission import PROXY_ENV  # noqa: E402
 from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import generate  # noqa: E402
@@ -170,10 +171,15 @@ def run_level(url: str, visitors: int, races: int, scenario: Scenario, expected:
     """`visitors` clients at once, each racing `races` times (or until the deadline)."""
     latencies, speedups, wrong, lock = [], [], [0], threading.Lock()
 
+    addresses = iter(range(visitors))
+
     def visitor() -> None:
         # The trace is read where the server wrote it (loopback: the same machine), not fetched over
         # HTTP as gradio_client would by default: a browser fetches it only when its visitor clicks.
-        client = Client(url, verbose=False, download_files=False)
+        # Each visitor from an address of its own (one address has at most two runs under way).
+        with lock:
+            address = f"10.0.0.{next(addresses)}"
+        client = Client(url, verbose=False, download_files=False, headers={"X-Forwarded-For": address})
         for _ in range(races):
             if time.monotonic() > deadline:
                 return
@@ -224,7 +230,8 @@ def serve(timeout_s: float = 180.0) -> tuple[str, subprocess.Popen]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    # Its visitors are told apart by X-Forwarded-For, as behind a Space's proxy (app/serving/admission.py).
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", PROXY_ENV: "1"}
     server = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
                               env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"

@@ -284,7 +284,8 @@ def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_pat
     prompt = "a " * 600  # 600 words the model knows
     longest = RUN_CONTROLS["gen_len"].slider_range[1]
     assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
-    too_long = race_run(registry, prompt, gen_len=longest, block_len=32)
+    # 32 steps: within the work budget (app/serving/budget.py), so that core's own check is the one met
+    too_long = race_run(registry, prompt, gen_len=longest, block_len=32, steps=32)
     with pytest.raises(ValueError, match="exceeds the model's"):  # core's own check, at the first step
         next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))
 

@@ -28,6 +28,7 @@ from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
 from app.widgets.explain import explain_step
+from app.widgets.inert import inert
 from core.decoder import DecodeConfig, decode
 from core.diagnostics import Probe, drift_analysis, volatility_curve
 from core.events import StepEvent
@@ -143,8 +144,8 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
     _, tokenizer = registry.get(EMBEDDED_LABEL)
     assert d.explain(3, run) == explain_step(run.events[3], run.events[4], tokenizer)
-    reason = html.escape(run.events[4].reason, quote=False)
-    assert f"Step 4's reason: *{reason}*" in d.explain(3, run)  # what the next step did, in its own words
+    reason = run.events[4].reason
+    assert f"Step 4's reason: *{reason}*" in html.unescape(d.explain(3, run))  # the next step's, in its own words
     assert "**Step 3**" in d.explain(3.0, run)
     assert d.explain(0, None) == NO_RUN
     for bad, message in ((32, "between 0 and 31"), (-1, "between 0 and 31"), (1.5, "whole number")):
@@ -191,7 +192,7 @@ def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(reg
     assert not scatter.layout.shapes  # no tau line: the threshold is EntropyCache's
     step = next(i for i, e in enumerate(run.events) if len(set(e.layer_rows)) > 1)  # each layer its own rows
     assert "Its layers computed different rows" in d.explain(step, run)
-    assert html.escape(run.events[step].reason, quote=False) in d.explain(step, run)
+    assert inert(run.events[step].reason) in d.explain(step, run)
 
 
 def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:
@@ -256,12 +257,14 @@ def event(**overrides) -> StepEvent:
 
 def test_explain_a_partial_step_counts_rows_and_says_what_the_next_step_did_in_its_own_words() -> None:
     after = event(step=5, reason="partial: max entropy 0.200 <= tau 0.5")
-    text = explain_step(event(), after, WordTokenizer())
+    markdown = explain_step(event(), after, WordTokenizer())
+    assert "partial&#58; max entropy 0&#46;100 &#60;&#61; tau 0&#46;5" in markdown  # the policy's reason, inert
+    assert "<code>&#60;b&#62;</code> at position 1" in markdown  # the decoded token, inert
+    text = html.unescape(markdown)  # as it reads
     assert "**Step 4** (block 1)" in text and "**partial** step" in text
-    assert "partial: max entropy 0.100 &lt;= tau 0.5" in text  # the policy's reason, escaped
     assert "**7 of 18 rows**" in text and "(10 prompt + 8 response)" in text and "reused **11**" in text
-    assert "<code>&lt;b&gt;</code> at position 1 (entropy 0.200 nats)" in text  # the decoded token, HTML-escaped
-    assert "**Next step: partial.** Step 5's reason: *partial: max entropy 0.200 &lt;= tau 0.5*." in text
+    assert "<code><b></code> at position 1 (entropy 0.200 nats)" in text
+    assert "**Next step: partial.** Step 5's reason: *partial: max entropy 0.200 <= tau 0.5*." in text
     assert "full recompute" not in text and "above tau" not in text
 
 
@@ -270,23 +273,24 @@ def test_explain_a_full_step_followed_by_a_full_one_gives_that_steps_reason() ->
               unmasked=[10, 12], unmasked_tokens=[5, 7], entropies=[0.1, 1.75], max_entropy=1.75)
     after = event(step=1, block=0, full=True, reason="full: last step's max entropy 1.750 > tau 0.5",
                   rows=list(range(18)))
-    text = explain_step(e, after, WordTokenizer())
+    text = html.unescape(explain_step(e, after, WordTokenizer()))
     assert "**Step 0** (block 0) was a **full** step" in text and "full: first step of the block" in text
     assert "**18 of 18 rows**" in text and "reused **0**" in text and "100% computed" in text
     assert "It unmasked 2 tokens" in text and "the highest entropy 1.750" in text
     assert "<code>seven</code> at position 0 (entropy 0.100 nats)" in text
     assert "<code>+</code> at position 2 (entropy 1.750 nats)" in text
-    assert "**Next step: full recompute.** Step 1's reason: *full: last step's max entropy 1.750 &gt; tau 0.5*." in text
+    assert "**Next step: full recompute.** Step 1's reason: *full: last step's max entropy 1.750 > tau 0.5*." in text
 
 
 def test_explain_the_end_of_a_block_says_the_next_step_was_full_with_that_steps_reason() -> None:
     after = event(step=5, block=2, full=True, reason="full: first step of the block", rows=list(range(18)))
-    text = explain_step(event(block_done=True), after, WordTokenizer())
+    text = html.unescape(explain_step(event(block_done=True), after, WordTokenizer()))
     assert "last masked token of block 1: the next step opens block 2" in text
     assert "**Next step: full recompute.** Step 5's reason: *full: first step of the block*." in text
     assert "**Next step: partial.**" not in text
     # The events are the whole story: a policy that went on partially after a block would be told so.
-    other = explain_step(event(block_done=True), event(step=5, block=2, reason="partial: my own rule"), WordTokenizer())
+    other = html.unescape(explain_step(event(block_done=True), event(step=5, block=2, reason="partial: my own rule"),
+                                       WordTokenizer()))
     assert "**Next step: partial.** Step 5's reason: *partial: my own rule*." in other and "full recompute" not in other
 
 
@@ -326,7 +330,7 @@ def test_explain_a_layer_wise_step_gives_each_layers_rows_and_the_hooks_finding(
     reason = ("partial: tracked + last decoded + window rows; tracked attention similarity 0.812 < gamma 0.9 at "
               "layer 0: layers 1+ recomputed in full")
     e = event(reason=reason, rows=list(range(18)), layer_rows=[7, 18])
-    text = explain_step(e, None, WordTokenizer())
+    text = html.unescape(explain_step(e, None, WordTokenizer()))
     assert "**18 of 18 rows**" in text and "a **partial** step" in text
     assert "Its layers computed different rows: 7, 18 (layers 0 to 1)" in text
     assert "layers 1+ recomputed in full" in text

@@ -29,7 +29,7 @@ from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
 from app.sweep.decode import MAX_OWN_PROMPTS, MAX_PROBLEMS, OWN_PROMPTS, SweepParams, parse_list, parse_sweep
-from app.sweep.export import SWEEP_FORMAT
+from app.sweep.export import SWEEP_FORMAT, cli_command
 from app.sweep.point import neighbour
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
 from app.sweep.tab import HELD_OUT_INSTEAD, SweepResult, SweepTab, build_sweep_tab
@@ -88,13 +88,29 @@ def test_a_good_request_parses_into_bounded_values() -> None:
     assert parse_list("2, 1, 2", RUN_CONTROLS["k"], 4) == (2, 1)  # duplicates dropped, order kept
 
 
+def test_the_command_line_names_the_exact_taus_and_threshold() -> None:
+    """repr, not %g: a tau of 1.0000001 is not 1, and the command must decode the points the tab did."""
+    p = parse_sweep(**sweep_args(taus="1.0000001, 0.5", threshold=0.93, gen_len=32, block_len=16),
+                    models=[EMBEDDED_LABEL])
+    args = shlex.split(cli_command(p, None, "cpu"))
+    assert args[args.index("--tau") + 1] == "1.0000001,0.5"
+    assert args[args.index("--threshold") + 1] == "0.93"
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (dict(taus=""), "at least one value for tau"),
         (dict(taus="0.5, abc"), "'abc' is not a number"),
         (dict(taus="13"), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got 13"),
-        (dict(taus="nan"), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got NaN"),
+        (dict(taus="nan"), "tau \\(EntropyCache\\): 'nan' is not a number \\(write each value plainly"),
+        (dict(taus="inf"), "tau \\(EntropyCache\\): 'inf' is not a number"),
+        (dict(taus="1_0"), "tau \\(EntropyCache\\): '1_0' is not a number"),
+        (dict(taus="0.5,,2"), "tau \\(EntropyCache\\): a value is missing between two commas"),
+        (dict(taus="0.5, 2,"), "a value is missing between two commas"),
+        (dict(taus="-0"), "tau \\(EntropyCache\\): '-0' is not a value of its own: write 0"),
+        (dict(taus="-0.5"), "tau \\(EntropyCache\\) must be a number in \\[0, 12\\], got -0.5"),
+        (dict(taus="0.5\udcff"), "'0.5\\\\udcff' is not a number"),
         (dict(taus=", ".join(str(t / 10) for t in range(9))), "At most 8 values for tau"),
         (dict(taus="0.5," * 100), "too long"),
         (dict(ks="1.5"), "k \\(EntropyCache\\) must be an integer in \\[0, 64\\], got 1.5"),

@@ -149,7 +149,7 @@ def test_each_lanes_settings_survive_the_trace_and_its_replay(paper) -> None:
     assert layout.comparison.words() == Comparison(tuple(LaneLabel.of(lane) for lane in run.lanes)).words()
     with gr.Blocks():
         panel = build_replay_panel(build_race_panels(), gr.Button())
-    out = panel.show(replay, len(replay))
+    out = panel.show(panel.store.put(replay), len(replay))  # the session holds its key in the store
     assert "the paper's comparison" in out[panel.race.status]
     assert out[panel.race.middle].visible is True
     assert set(out) == set(panel.outputs())

@@ -10,7 +10,7 @@ import pytest
 from test_app import race_run, stream_race
 
 from app.race.panels import build_race_panels
-from app.race.replay import PACES, Replay
+from app.race.replay import PACES, STEP_PACE, Replay
 from app.race.replay_panel import ReplayPanel, build_replay_panel, check_frame, load_trace_file
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
 from app.serving.registry import EMBEDDED_LABEL
@@ -71,11 +71,10 @@ def test_replay_timing_scales_the_recorded_compute_times_exactly(recorded, pace)
     for n in replay.play(0, pace, clock=clock, sleep=clock.sleep):
         shown.append((n, clock.now - 100.0))
     assert [n for n, _ in shown] == list(range(1, len(replay) + 1))  # every frame, in order
-    scale = {"1x": 1, "10x": 10, "100x": 100}.get(pace)
-    if scale is None:  # one step per second: the median step lasts one second
-        steps = sorted(e["compute_s"] for lane in recorded["lanes"] for e in lane["events"])
-        median = (steps[(len(steps) - 1) // 2] + steps[len(steps) // 2]) / 2
-        scale = 1 / median
+    if pace == STEP_PACE:  # one frame (one lane's step) a second, from the first on
+        assert [at for _, at in shown] == [float(n) for n, _ in shown]
+        return
+    scale = {"1x": 1, "10x": 10, "100x": 100}[pace]
     for (_, at), frame in zip(shown, replay.frames):
         assert at == pytest.approx(frame.clock_s * scale, rel=1e-9)
 
@@ -96,20 +95,21 @@ def test_replay_from_the_middle_and_with_a_throttle_keeps_the_schedule(recorded)
 def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
     replay = replay_of(recorded)
     panel = replay_panel()
+    stored = panel.store.put(replay)  # the session's replay, as a load keeps it
     race = panel.race
     n = 7
     left, right = replay.counts(n)
-    out = panel.step(replay, n, 1)
+    out = panel.step(stored, n, 1)
     assert out[panel.slider].value == n + 1 and out[panel.frame] == n + 1
     after = replay.counts(n + 1)
     lane = replay.frames[n].lane  # frame n+1 is that lane's next step
     assert after[lane] == (left, right)[lane] + 1 and after[1 - lane] == (left, right)[1 - lane]
     story = out[race.lanes[replay.trace.lanes[lane].side].story]
     assert story.startswith(f"**Step {after[lane] - 1}** (block 0)") and "confidence" in story
-    assert panel.step(replay, 0, -1)[panel.slider].value == 0
-    assert panel.step(replay, len(replay), 1)[panel.slider].value == len(replay)
+    assert panel.step(stored, 0, -1)[panel.slider].value == 0
+    assert panel.step(stored, len(replay), 1)[panel.slider].value == len(replay)
     n = next(i for i, f in enumerate(replay.frames) if f.lane == 0) + 1  # the left lane's first step on screen
-    paused = panel.show(replay, n)
+    paused = panel.show(stored, n)
     assert f"Replay paused: frame {n} of" in paused[race.status] and paused[panel.slider].value == n
     middle = race.lanes["middle"]  # hidden: this race has two lanes
     assert set(paused) == set(panel.outputs()) - {*middle.drawn(), middle.story}  # a frame redraws every panel shown
@@ -127,12 +127,13 @@ def test_pause_and_steps_land_on_the_right_event(recorded) -> None:
 def test_a_refused_frame_pace_or_trace_is_told_in_the_status_line_alone(recorded, tmp_path) -> None:
     panel = replay_panel()
     replay = replay_of(recorded)
+    stored = panel.store.put(replay)
     status = panel.race.status
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "entropycache-trace/1"}')
-    for out, message in ((list(panel.play(replay, 0, "3x")), "Pace must be one of: 1x, 10x, 100x, one step per "
+    for out, message in ((list(panel.play(stored, 0, "3x")), "Pace must be one of: 1x, 10x, 100x, one step per "
                                                               "second; got '3x'"),
-                         ([panel.show(replay, -1)], f"Replay frame must be a whole number from 0 to {len(replay)}"),
+                         ([panel.show(stored, -1)], f"Replay frame must be a whole number from 0 to {len(replay)}"),
                          ([panel.step(None, 0, 1)], "Nothing to replay yet"),
                          ([panel.load(str(bad))], "the trace: missing model, settings")):
         assert len(out) == 1 and list(out[0]) == [status] and message in out[0][status]
@@ -213,3 +214,72 @@ def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(recorded))
     assert len(load_trace_file(str(good))) == len(replay_of(recorded))
+
+
+# ---- bounded memory and a pause that lands where the screen is (app/race/replay_store.py, playback.py) ----
+
+
+def test_the_store_keeps_one_replay_per_session_and_drops_the_least_recently_used(recorded) -> None:
+    from app.race.replay_store import DROPPED, ReplayStore, replay_bytes
+
+    replay = replay_of(recorded)
+    size = replay_bytes(replay)
+    store = ReplayStore(max_bytes=3 * size, max_replays=10)
+    a, b = store.put(replay), store.put(replay_of(recorded))
+    a2 = store.put(replay_of(recorded), replacing=a)  # a session loading another: its old one goes
+    assert len(store) == 2 and store.get(a) is None and not store.dropped(None)
+    assert store.get(b) is not None  # b is now the most recently used: a2 goes first
+    c, d = store.put(replay_of(recorded)), store.put(replay_of(recorded))
+    assert store.get(a2) is None and store.dropped(a2) and store.used == 3 * size and len(store) == 3
+    assert all(store.get(s) is not None for s in (b, c, d))
+    with pytest.raises(ValueError, match=r"^This trace takes about \d+ MB once read; a replay here may take at most"):
+        ReplayStore(max_bytes=size - 1).put(replay)
+    panel = replay_panel()
+    gone = panel.store.put(replay)
+    panel.store._replays.clear()  # as if other sessions' replays had pushed it out
+    assert DROPPED in panel.show(gone, 0)[panel.race.status]
+
+
+def test_pause_lands_on_the_frame_the_playback_sent_last_and_nothing_follows(recorded, monkeypatch) -> None:
+    """Playing at 100x on a fake clock, paused while the page still says frame 0 (its number lags): the
+    paused banner names the frame the playback sent last, and the playback sends nothing after it."""
+    import dataclasses
+
+    import app.race.playback
+    from app.race.playback import Playback
+
+    replay = replay_of(recorded)
+    clock = FakeClock()
+    monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
+    monkeypatch.setattr(app.race.playback, "HALT_WAIT_S", 0.01)  # it waits at a yield below, as Gradio holds it
+    panel = dataclasses.replace(replay_panel(), clock=clock)
+    stored = panel.store.put(replay)
+    playing = panel.play(stored, 0, "100x")
+    sent = [next(playing) for _ in range(4)]  # the start, then three frames on the fake clock
+    last = sent[-1][panel.frame]
+    assert 0 < last < len(replay) and [s[panel.frame] for s in sent] == sorted({s[panel.frame] for s in sent})
+    paused = panel.pause(stored, 0)
+    assert paused[panel.frame] == last and f"Replay paused: frame {last} of {len(replay)}" in paused[panel.race.status]
+    assert list(playing) == []  # nothing after the pause: no frame, no "playing" banner over a still screen
+    finished = list(panel.play(stored, last, "100x"))  # to the end this time
+    assert "finished" in finished[-1][panel.race.status]
+    again = panel.pause(stored, 3)  # the page's number lags: Pause still says the frame on screen, the last
+    assert f"Replay paused: frame {len(replay)} of {len(replay)}" in again[panel.race.status]
+
+
+def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatch) -> None:
+    from app.race.playback import Playback
+
+    replay = replay_of(recorded)
+    clock = FakeClock()
+    monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
+    import dataclasses
+
+    panel = dataclasses.replace(replay_panel(), clock=clock)
+    frames = list(panel.play(panel.store.put(replay), 0, "1x"))
+    race = panel.race
+    for before, after in zip(frames, frames[1:]):
+        moved = {replay.trace.lanes[lane].side for lane in range(len(replay.trace.lanes))
+                 if replay.counts(after[panel.frame])[lane] != replay.counts(before[panel.frame])[lane]}
+        for side in {lane.side for lane in replay.trace.lanes} - moved:  # a lane that did not step is not resent
+            assert after[race.lanes[side].rows] is gr.skip() or after[race.lanes[side].rows] == gr.skip()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import gradio as gr
 
@@ -21,10 +21,12 @@ from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, check_run
 from app.serving.context import AppContext
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs, TabRunner, TabView
+from app.widgets.banner import refused
 
 # A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these (tau, k,
 # gen_len, ..., seed, then every compared policy's own, e.g. dllm_cache_rho).
 RUN_INPUTS = ["prompt", "model", "policy", *RUN_CONTROLS, *PEER_CONTROLS]
+C = TypeVar("C", bound=gr.components.Component)
 
 
 def raw_run(values: tuple, request: Any = None) -> tuple[RawRun, Any]:
@@ -58,9 +60,16 @@ def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
     string or None with Gradio's generic error. Every handler that takes a slider checks its value
     itself (Control.check, app/controls/declared.py), so nothing unchecked gets through. (Not a subclass: Gradio
     writes a .pyi stub beside the source of every component subclass.)"""
-    slider = gr.Slider(*args, **kwargs)
-    slider.preprocess = _as_sent
-    return slider
+    return as_sent(gr.Slider(*args, **kwargs))
+
+
+def as_sent(component: C) -> C:
+    """`component`, its value handed to the handler as the client sent it (no preprocess check).
+
+    For a dropdown or a radio, Gradio's own check of the choices answers outside the tab's status line,
+    in its words; every handler that takes one checks it itself (app/controls/sent.py check_choice)."""
+    component.preprocess = _as_sent
+    return component
 
 
 def _as_sent(payload: Any) -> Any:
@@ -159,9 +168,9 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
             examples = gr.Dataset(components=[prompt], samples=example_samples(first), type="index",
                                   label="Example prompts for this model", elem_id=f"{prefix}examples")
         with gr.Column(scale=2):
-            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            policy = gr.Dropdown(policies, value=opening.policy or policies[0], label=policy_label,
-                                 elem_id=f"{prefix}policy")
+            model = as_sent(gr.Dropdown(registry.labels, value=first.label, label="Model"))
+            policy = as_sent(gr.Dropdown(policies, value=opening.policy or policies[0], label=policy_label,
+                                         elem_id=f"{prefix}policy"))
             with gr.Row():
                 run = gr.Button(run_label, variant="primary", elem_id=f"{prefix}run-btn")
                 stop = gr.Button("Stop", variant="stop", elem_id=f"{prefix}stop-btn")
@@ -211,23 +220,30 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
         return {ins.prompt: c.examples[index],
                 **{ins.controls[key]: value for key, value in example_controls(c, index, declared).items()}}
 
-    def model_inputs(label: str) -> Outputs:
-        c = registry.choice(label)
+    def model_inputs(label: object) -> Outputs:
+        try:
+            c = registry.choice(label)
+        except ValueError as e:
+            return {status: refused(str(e))}
         return {ins.examples: gr.Dataset(samples=example_samples(c))} | example_inputs(c, ins.opening.example(c))
 
-    def pick_example(index: int | None, label: str) -> Outputs:
-        c = registry.choice(label)
-        if index is None or not 0 <= index < len(c.examples):
-            return {}
+    def pick_example(index: object, label: object) -> Outputs:
+        """The example clicked; a click on no example (an index out of the list) changes nothing."""
+        try:
+            c = registry.choice(label)
+        except ValueError as e:
+            return {status: refused(str(e))}
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(c.examples):
+            return gr.skip()
         return example_inputs(c, index)
 
     def show_own_controls(policy: str) -> list:
         return [gr.Row(visible=name == policy) for name in ins.peer_groups]
 
     run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
-    ins.model.change(model_inputs, ins.model, ins.per_model(), api_visibility="private")
+    ins.model.change(model_inputs, ins.model, [*ins.per_model(), status], api_visibility="private")
     ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
-    ins.examples.click(pick_example, [ins.examples, ins.model], [ins.prompt, *ins.per_example()],
+    ins.examples.click(pick_example, [ins.examples, ins.model], [ins.prompt, *ins.per_example(), status],
                        api_visibility="private")
     return run_event
 
@@ -239,10 +255,11 @@ class PanelTab:
 
     offered: ClassVar[list[str]]
     against_ours: ClassVar[bool]
+    name: ClassVar[str]  # the tab's, as a visitor's runs under way are counted per tab
 
     def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
         self.ctx, self.inputs, self.panels = ctx, inputs, panels
-        self.runner = TabRunner(ctx, panels.status)
+        self.runner = TabRunner(ctx, panels.status, tab=self.name)
 
     def view(self, run: Run) -> TabView:
         raise NotImplementedError

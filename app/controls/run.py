@@ -3,7 +3,8 @@ DecodeConfig and the policies, with the checked controls a trace records.
 
 `check_run` is the one place a run's raw inputs (as the UI or an API client sent them) are checked:
 the numbers against their controls (app/controls/declared.py), the prompt against the model's
-vocabulary (the registry), all before any run is registered or anything decodes. What leaves it is
+vocabulary (the registry), the work the run asks for against its budget (app/serving/budget.py), all
+before any run is registered or anything decodes. What leaves it is
 built, so no raw value travels further and nothing is built twice. No gradio here.
 """
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
+from app.controls.sent import check_choice, check_unicode
+from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelRegistry
 from core.decoder import DecodeConfig
 from core.policies import CachePolicy, make_policy
@@ -70,7 +73,7 @@ def check_prompt(prompt: object) -> str:
         raise ValueError("Please enter a prompt: it is empty.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
-    return prompt.strip()
+    return check_unicode(prompt, "The prompt").strip()
 
 
 def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], against_ours: bool) -> Run:
@@ -79,10 +82,8 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     Compared policies' controls that were sent are checked whichever policy they belong to; the
     picked one's missing ones take their defaults."""
     text = check_prompt(raw.prompt)
-    if raw.model not in registry.labels:
-        raise ValueError(f"Unknown model {raw.model!r}; choose one of: {', '.join(registry.labels)}.")
-    if raw.policy not in offered:
-        raise ValueError(f"Unknown policy {raw.policy!r}; choose one of: {', '.join(offered)}.")
+    check_choice(raw.model, registry.labels, "model")
+    check_choice(raw.policy, offered, "policy")
     missing, extra = sorted(set(RUN_CONTROLS) - set(raw.numbers)), sorted(set(raw.numbers) - set(RUN_CONTROLS))
     unknown = sorted(set(raw.compared) - set(PEER_CONTROLS))
     if missing or extra or unknown:
@@ -92,10 +93,12 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     config = decode_config(values, registry.graphs)
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
-    registry.check_prompt(str(raw.model), text)
+    prompt_len = registry.check_prompt(str(raw.model), text)
     settings = {"prompt": text, "model": str(raw.model), "policy": str(raw.policy), **values, "compared_params": own}
     lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (
         LaneRun("left", _picked(str(raw.policy), own, ours), config),)
+    check_decodes([Decode(prompt_len + lane.config.gen_len, lane.config.steps or lane.config.gen_len)
+                   for lane in lanes], registry.choice(raw.model).device)
     return Run(text, str(raw.model), config, lanes, settings)
 
 

@@ -110,6 +110,7 @@ class DriftTab(PanelTab):
 
     offered = probed_policies()
     against_ours = False
+    name = "drift"
 
     def view(self, run: Run) -> DriftView:
         return DriftView(run, self.panels, self.ctx.throttle_s)

@@ -15,7 +15,7 @@ from app.race.panels import OUTPUT_NAMES
 from app.race.replay_panel import REPLAY_OUTPUT_NAMES
 
 NAMES = {"/run": OUTPUT_NAMES, "/replay_load": REPLAY_OUTPUT_NAMES, "/replay_race": REPLAY_OUTPUT_NAMES,
-         "/replay_show": REPLAY_OUTPUT_NAMES, "/replay_play": REPLAY_OUTPUT_NAMES}
+         "/replay_show": REPLAY_OUTPUT_NAMES, "/replay_pause": REPLAY_OUTPUT_NAMES, "/replay_play": REPLAY_OUTPUT_NAMES}
 
 
 def named(outputs: Sequence[Any], api_name: str = "/run") -> dict[str, Any]:

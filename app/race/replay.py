@@ -3,14 +3,14 @@ recomputed.
 
 A race's lanes advance on one shared clock of measured compute time (app/race/decode.py). A replay keeps that
 clock: its frames are the steps of every lane in the order their compute time ended, and frame n is
-shown at wall time (end of its step on the shared clock) x slow-down. So at any pace the faster
-policy pulls ahead by exactly the measured ratio. "One step per second" picks the slow-down that
-makes the median step last a second. No gradio here.
+shown at wall time (end of its step on the shared clock) x slow-down. So at 1x, 10x and 100x the faster
+policy pulls ahead by exactly the measured ratio. "One step per second" is what it says: one frame (one
+lane's step, in the shared clock's order) a second, to read each step's story; the faster lane still
+takes more of the frames. No gradio here.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +22,8 @@ from app.race.render import Layout
 from app.race.trace_reader import Trace
 from app.widgets.text_view import TokenText
 
-PACES = ("1x", "10x", "100x", "one step per second")
+STEP_PACE = "one step per second"
+PACES = ("1x", "10x", "100x", STEP_PACE)
 DEFAULT_PACE = "10x"
 
 
@@ -82,30 +83,31 @@ class Replay:
         return max(0, min(int(n), len(self.frames)))
 
     def slowdown(self, pace: str) -> float:
-        """Wall seconds per second of compute time at `pace` (one of PACES)."""
-        if pace not in PACES:
-            raise ValueError(f"Pace must be one of {', '.join(PACES)}; got {pace!r}.")
-        if pace == "one step per second":
-            median = statistics.median(e.compute_s for lane in self.trace.lanes for e in lane.events)
-            return 1 / median if median > 0 else 1.0
+        """Wall seconds per second of compute time at a pace of the compute clock (1x, 10x, 100x)."""
+        if pace not in PACES or pace == STEP_PACE:
+            raise ValueError(f"A slow-down is one of {', '.join(PACES[:-1])}; got {pace!r}.")
         return float(pace.removesuffix("x"))
 
     def wall_s(self, n: int, pace: str) -> float:
-        """When frame n is shown, in wall seconds from the start of the race, at `pace`."""
+        """When frame n is shown, in wall seconds from the start of the race, at `pace`: its step's end on
+        the shared clock times the slow-down, or n seconds at one step per second."""
         n = self.clamp(n)
+        if pace == STEP_PACE:
+            return float(n)
         return self.frames[n - 1].clock_s * self.slowdown(pace) if n else 0.0
 
     def play(
         self, start: int, pace: str, throttle_s: float = 0.0, clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], object] = time.sleep, until: Callable[[], bool] = lambda: False,
     ) -> Iterator[int]:
         """Frame counts from `start` on, each yielded at its wall time (wall_s) as if the race had been
         playing since before `start`; with throttle_s, at most one a throttle_s (frames that fall due
-        meanwhile are shown together, as the live race's throttled snapshots)."""
+        meanwhile are shown together, as the live race's throttled snapshots). Ends when until() is true
+        (checked after every sleep, which may end early: a pause wakes it)."""
         shown = self.clamp(start)
         origin = clock() - self.wall_s(shown, pace)
         last = None
-        while shown < len(self.frames):
+        while shown < len(self.frames) and not until():
             now = clock()
             due = shown
             while due < len(self.frames) and origin + self.wall_s(due + 1, pace) <= now:

@@ -13,18 +13,23 @@ from a path a visitor typed.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 from gradio.blocks import Block
 
+from app.controls.panel import as_sent, raw_slider
+from app.controls.sent import shown as shown_value
 from app.race.comparison import Comparison, speedup
 from app.race.decode import Snapshot
 from app.race.panels import DRAWN_NAMES, SIDES, RacePanels
+from app.race.playback import Playbacks
 from app.race.render import Renderer
 from app.race.replay import DEFAULT_PACE, PACES, Replay
+from app.race.replay_store import DROPPED, ReplayStore, StoredReplay
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refused
@@ -41,6 +46,7 @@ NO_REPLAY = "Nothing to replay yet: run a race first (then press Replay this rac
 # the frame slider and the frame number.
 REPLAY_OUTPUT_NAMES = (*DRAWN_NAMES, *(f"{side}.story" for side in SIDES), "slider", "frame")
 REPLAY_CONCURRENCY = 16  # playing replays sleep between frames: they hold a worker, not the CPU
+TRACE_READS = 1  # traces read at once: reading one takes several times its size while it lasts
 
 # Space plays/pauses, arrows step, whenever the replay panel is on screen and no text field has the focus
 # (a pace just picked, or the slider, may have it).
@@ -71,7 +77,12 @@ def load_trace_file(path: str | None) -> Replay:
     """A Replay from a trace file Gradio holds (an upload or the race's own trace); ValueError otherwise."""
     if not path:
         raise ValueError(NO_REPLAY)
-    size = Path(path).stat().st_size
+    try:
+        size = Path(path).stat().st_size if isinstance(path, str) and Path(path).is_file() else None
+    except OSError:  # a name the system refuses (too long, say)
+        size = None
+    if size is None:
+        raise ValueError(f"There is no trace file at {shown_value(path)}: load a trace downloaded from this app.")
     if size > MAX_TRACE_BYTES:  # refused before reading it
         raise ValueError(f"The trace is {size / 2**20:.1f} MB; a trace may be at most {MAX_TRACE_BYTES >> 20} MB.")
     return Replay.of(read_trace(Path(path).read_bytes()))
@@ -83,13 +94,13 @@ def check_frame(replay: Replay | None, frame: object) -> tuple[Replay, int]:
     if isinstance(frame, float) and frame.is_integer():
         frame = int(frame)
     if not isinstance(frame, int) or isinstance(frame, bool) or not 0 <= frame <= len(replay):
-        raise ValueError(f"Replay frame must be a whole number from 0 to {len(replay)}; got {frame!r}.")
+        raise ValueError(f"Replay frame must be a whole number from 0 to {len(replay)}; got {shown_value(frame)}.")
     return replay, frame
 
 
 def check_pace(pace: object) -> str:
-    if pace not in PACES:
-        raise ValueError(f"Pace must be one of: {', '.join(PACES)}; got {pace!r}.")
+    if not isinstance(pace, str) or pace not in PACES:
+        raise ValueError(f"Pace must be one of: {', '.join(PACES)}; got {shown_value(pace)}.")
     return pace
 
 
@@ -118,12 +129,16 @@ def story(replay: Replay, lane: int, shown: int, renderer: Renderer) -> str:
 
 @dataclass(frozen=True)
 class ReplayPanel:
-    """The replay's handlers, drawing into the race's panels and the replay's own frame controls."""
+    """The replay's handlers, drawing into the race's panels and the replay's own frame controls. A
+    session's gr.State holds the key of its replay in `store`; `playbacks` are the replays playing now."""
 
     race: RacePanels
-    replay: gr.State  # the session's Replay
+    replay: gr.State  # the session's StoredReplay
     slider: gr.Slider  # the frame on screen, to drag
     frame: gr.Number  # the frame on screen, as the handlers read it
+    store: ReplayStore = field(default_factory=ReplayStore)
+    playbacks: Playbacks = field(default_factory=Playbacks)
+    clock: Callable[[], float] = time.monotonic  # the playbacks' wall clock
 
     def outputs(self) -> list[Block]:
         """What a frame updates, in the HTTP API's order: the race's banner, time panel and lanes, each
@@ -145,78 +160,126 @@ class ReplayPanel:
         """Only the race's status line changes, to say why."""
         return {self.race.status: refused(str(error))}
 
-    def load(self, path: str | None) -> Outputs:
+    def stored(self, stored: object) -> Replay | None:
+        """The session's replay; a ValueError if the store dropped it (None: it never had one)."""
+        if self.store.dropped(stored):
+            raise ValueError(DROPPED)
+        return self.store.get(stored)
+
+    def halt(self, stored: object) -> int | None:
+        """Halt the session's replay if it is playing: the frame on screen, or None if none was playing."""
+        return self.playbacks.halt(stored.key) if isinstance(stored, StoredReplay) else None
+
+    def load(self, path: object, stored: object = None) -> Outputs:
+        """A trace file as the session's replay, in place of the one it had."""
+        self.halt(stored)
         try:
             replay = load_trace_file(path)
+            kept = self.store.put(replay, replacing=stored)
         except ValueError as e:
             return self.refused(e)
-        return {self.replay: replay} | self.show_frame(replay, 0, "loaded")
+        return {self.replay: kept} | self.show_frame(replay, 0, "loaded")
 
-    def show(self, replay: Replay | None, frame: object) -> Outputs:
+    def show(self, stored: object, frame: object) -> Outputs:
+        """Frame `frame` (typed, or the slider's), the replay paused there."""
+        self.halt(stored)
         try:
-            replay, n = check_frame(replay, frame)
+            replay, n = check_frame(self.stored(stored), frame)
         except ValueError as e:
             return self.refused(e)
         return self.show_frame(replay, n, "paused")
 
-    def step(self, replay: Replay | None, frame: object, delta: int) -> Outputs:
+    def pause(self, stored: object, frame: object) -> Outputs:
+        """Paused on the frame on screen: the playback's last, else the frame the page sent."""
+        on_screen = self.halt(stored)
+        return self.show(stored, frame if on_screen is None else on_screen)
+
+    def step(self, stored: object, frame: object, delta: int) -> Outputs:
+        on_screen = self.halt(stored)
         try:
-            replay, n = check_frame(replay, frame)
+            replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
         except ValueError as e:
             return self.refused(e)
         return self.show_frame(replay, replay.clamp(n + delta), "paused")
 
-    def play(self, replay: Replay | None, frame: object, pace: object) -> Iterator[Outputs]:
+    def play(self, stored: object, frame: object, pace: object) -> Iterator[Outputs]:
+        """Frames at `pace` from `frame` on, each update carrying only what changed since the last."""
+        on_screen = self.halt(stored)
         try:
-            replay, n = check_frame(replay, frame)
+            replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
             pace = check_pace(pace)
         except ValueError as e:
             yield self.refused(e)
             return
         start = 0 if n == len(replay) else n  # at the end, Play starts over
         renderer = Renderer(replay.layout(), cursor=True)  # one per playback: unchanged lanes are not redrawn
-        yield self.show_frame(replay, start, f"playing at {pace}", renderer)
-        for shown in replay.play(start, pace, DEFAULT_THROTTLE_S):
-            state = "finished" if shown == len(replay) else f"playing at {pace}"
-            yield self.show_frame(replay, shown, state, renderer)
+        playback = self.playbacks.start(stored.key, start)
+        sent: dict = {}
+        try:
+            yield changed(self.show_frame(replay, start, f"playing at {pace}", renderer), sent)
+            for shown in replay.play(start, pace, DEFAULT_THROTTLE_S, self.clock, playback.sleep, playback.halted):
+                if not playback.send(shown):
+                    return
+                state = "finished" if shown == len(replay) else f"playing at {pace}"
+                yield changed(self.show_frame(replay, shown, state, renderer), sent)
+        finally:
+            self.playbacks.end(playback)
 
 
-def build_replay_panel(race: RacePanels, run_button: gr.Button) -> ReplayPanel:
+def changed(out: Outputs, sent: dict) -> Outputs:
+    """`out` with each value the page already has (the same object, or equal text, as sent last) left
+    unchanged (gr.skip()), so a frame carries only what moved; `sent` is updated with the rest."""
+    for block, value in out.items():
+        before = sent.get(block, _NOTHING)
+        if before is value or (isinstance(value, str) and before == value):
+            out[block] = gr.skip()
+        else:
+            sent[block] = value
+    return out
+
+
+_NOTHING = object()
+
+
+def build_replay_panel(race: RacePanels, run_button: gr.Button, store: ReplayStore | None = None) -> ReplayPanel:
     """The replay's controls and events, under the race (call inside the Race tab). A replay draws into
     the race's panels and each lane's story beside its text, which a Run clears; `race.trace` is the
     race's trace download, what "Replay this race" loads."""
-    replay = gr.State(None, time_to_live=3600)  # per session, one replay, gone an hour after last use
+    # per session, the key of its replay in the store (which bounds their memory), gone an hour after last use
+    replay = gr.State(None, time_to_live=3600)
     with gr.Column(elem_id="replay-panel"):
         gr.Markdown(HELP)
         with gr.Row():
             replay_race = gr.Button("Replay this race", elem_id="replay-race")
             upload = gr.File(label="Load a trace (JSON)", file_types=[".json"], type="filepath", height=90,
                              elem_id="replay-upload")
-            pace = gr.Radio(list(PACES), value=DEFAULT_PACE, label="Pace (slow-down of measured compute time)",
-                            elem_id="replay-pace")
+            pace = as_sent(gr.Radio(list(PACES), value=DEFAULT_PACE, elem_id="replay-pace",
+                                    label="Pace (slow-down of measured compute time)"))
         with gr.Row():
             prev = gr.Button("< Step back", elem_id="replay-prev")
             play = gr.Button("Play", variant="primary", elem_id="replay-play")
             pause = gr.Button("Pause", elem_id="replay-pause")
             nxt = gr.Button("Step forward >", elem_id="replay-next")
         with gr.Row():
-            slider = gr.Slider(0, 1, value=0, step=1, scale=4, elem_id="replay-slider",
-                               label="Frame (every lane's steps, in the order their compute ended)")
-            # The frame handlers read: unbounded here, checked by check_frame with a message naming it. (The
-            # slider's own bounds change per replay, and Gradio checks an updated slider with its own words.)
-            frame = gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
-                              elem_id="replay-frame")
-    panel = ReplayPanel(race, replay, slider, frame)
+            slider = raw_slider(0, 1, value=0, step=1, scale=4, elem_id="replay-slider",
+                                label="Frame (every lane's steps, in the order their compute ended)")
+            # The frame handlers read, as sent: check_frame's message names it and its range (the slider's
+            # own bounds change per replay, and Gradio would check either with its own words).
+            frame = as_sent(gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
+                                      elem_id="replay-frame"))
+    panel = ReplayPanel(race, replay, slider, frame, ReplayStore() if store is None else store)
     outputs = panel.outputs()
     played = play.click(panel.play, [replay, frame, pace], outputs, concurrency_id="replay",
                         concurrency_limit=REPLAY_CONCURRENCY, api_name="replay_play")
-    stops = [played]
-    replay_race.click(panel.load, race.trace, [replay, *outputs], cancels=stops, api_name="replay_race")
-    upload.upload(panel.load, upload, [replay, *outputs], cancels=stops, api_name="replay_load")
-    gr.on([pause.click, frame.submit], panel.show, [replay, frame], outputs, cancels=stops, api_name="replay_show")
-    slider.release(panel.show, [replay, slider], outputs, cancels=stops, api_visibility="private")
-    prev.click(lambda r, f: panel.step(r, f, -1), [replay, frame], outputs, cancels=stops, api_visibility="private")
-    nxt.click(lambda r, f: panel.step(r, f, 1), [replay, frame], outputs, cancels=stops, api_visibility="private")
+    stops = [played]  # the handlers that move the replay halt its playback themselves (app/race/playback.py)
+    loading = dict(cancels=stops, concurrency_id="replay_load", concurrency_limit=TRACE_READS)
+    replay_race.click(panel.load, [race.trace, replay], [replay, *outputs], api_name="replay_race", **loading)
+    upload.upload(panel.load, [upload, replay], [replay, *outputs], api_name="replay_load", **loading)
+    pause.click(panel.pause, [replay, frame], outputs, api_name="replay_pause")
+    frame.submit(panel.show, [replay, frame], outputs, api_name="replay_show")
+    slider.release(panel.show, [replay, slider], outputs, api_visibility="private")
+    prev.click(lambda r, f: panel.step(r, f, -1), [replay, frame], outputs, api_visibility="private")
+    nxt.click(lambda r, f: panel.step(r, f, 1), [replay, frame], outputs, api_visibility="private")
     stories = [race.lanes[side].story for side in SIDES]
     run_button.click(lambda: dict.fromkeys(stories, ""), None, stories, queue=False, cancels=stops,
                      api_visibility="private")

@@ -26,6 +26,7 @@ from app.race.replay_panel import build_replay_panel
 from app.serving.context import AppContext
 from app.serving.registry import ModelRegistry
 from app.serving.runner import Outputs, TabView
+from app.widgets.banner import refused
 
 INTRO = """# EntropyCache: a decode race
 The decoders unmask the same prompt with the same seed. **Left:** what you compare against, by default
@@ -65,6 +66,7 @@ class RaceTab(PanelTab):
 
     offered = raced_policies()
     against_ours = True
+    name = "race"
 
     def view(self, run: Run) -> RaceView:
         return RaceView(run, self.panels, self.ctx.throttle_s)
@@ -94,12 +96,15 @@ def preset_buttons() -> dict[str, gr.Button]:
     return buttons
 
 
-def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.Button]) -> None:
-    """Each preset's button (by key) sets the inputs as the preset says."""
-    outputs = [inputs.prompt, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS)]
+def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.Button], status: gr.HTML) -> None:
+    """Each preset's button (by key) sets the inputs as the preset says (a model not offered: said in `status`)."""
+    outputs = [inputs.prompt, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS), status]
     for preset in PRESETS:
-        def apply(label: str, preset: Preset = preset) -> Outputs:
-            return preset_inputs(registry, inputs, preset, label)
+        def apply(label: object, preset: Preset = preset) -> Outputs:
+            try:
+                return preset_inputs(registry, inputs, preset, label)
+            except ValueError as e:
+                return {status: refused(str(e))}
 
         buttons[preset.key].click(apply, inputs.model, outputs, api_visibility="private")
 
@@ -110,8 +115,8 @@ def build_race_tab(ctx: AppContext) -> RaceTab:
     buttons = preset_buttons()
     inputs = build_inputs(ctx.registry, policies=RaceTab.offered, policy_label="Compared lane (left panel)",
                           opening=preset_opening(DEFAULT_PRESET))
-    wire_presets(ctx.registry, inputs, buttons)
     panels = build_race_panels()
+    wire_presets(ctx.registry, inputs, buttons, panels.status)
     tab = RaceTab(ctx, inputs, panels)
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "run", panels.status)
     build_replay_panel(panels, inputs.run)

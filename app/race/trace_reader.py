@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, fields
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
+from app.controls.sent import check_unicode
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from core.decoder import DecodeConfig
 from core.events import StepEvent, Totals
@@ -23,6 +24,7 @@ MAX_PIECES = 200_000
 MAX_CHARS = 200  # one token's text
 MAX_TEXT = 500_000  # a final text, a prompt
 MAX_STEP_S = 3600.0
+MAX_INT_DIGITS = len(str(2**63))  # the longest whole number a trace may spell out
 SIDES = {2: ("left", "right"), 3: ("left", "middle", "right")}  # by the number of lanes
 EVENT_FIELDS = [f.name for f in fields(StepEvent)]
 PROBE_FIELDS = ("drift_cos", "drift_l2", "volatility", "kv_change")  # a race's events have none
@@ -58,7 +60,7 @@ def read_trace(data: bytes) -> Trace:
     if len(data) > MAX_TRACE_BYTES:
         raise ValueError(f"The trace is {len(data) / 2**20:.1f} MB; a trace may be at most {MAX_TRACE_BYTES >> 20} MB.")
     try:
-        raw = json.loads(data)
+        raw = json.loads(data, parse_int=_json_int)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"The trace is not JSON: {str(e)[:200]}") from None
     if not isinstance(raw, dict):
@@ -250,6 +252,15 @@ def _numbers(raw: object, where: str, max_len: int, low: float, high: float) -> 
     return [_number(v, f"{where}[{i}]", low, high) for i, v in enumerate(_list(raw, where, max_len))]
 
 
+def _json_int(digits: str) -> int:
+    """A JSON integer, refused in our words when longer than any a trace holds (Python's own limit on
+    reading one, 4300 digits, would answer in its words)."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"The trace has a whole number of {len(digits.lstrip('-'))} digits; a trace's numbers have "
+                         f"at most {MAX_INT_DIGITS}.")
+    return int(digits)
+
+
 def _object(raw: object, where: str, keys: tuple[str, ...] | list[str], optional: bool = False) -> dict:
     """A JSON object with exactly `keys` (any keys if `optional` and keys is empty)."""
     if not isinstance(raw, dict):
@@ -275,7 +286,7 @@ def _list(raw: object, where: str, max_len: int) -> list:
 
 
 def _str(raw: object, where: str, max_len: int) -> str:
-    return _sized(raw, where, str, max_len, "characters")
+    return check_unicode(_sized(raw, where, str, max_len, "characters"), where)
 
 
 def _sized(raw: object, where: str, kind: type, max_len: int, unit: str):

@@ -8,10 +8,12 @@ handlers. A Run or Stop in any tab acts on the browser session's one run (app/se
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 
 import gradio as gr
 
 from app.controls.presets import DEFAULT_PRESET, Preset
+from app.serving.admission import Admission
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
 from app.serving.turn_queue import TurnQueue
@@ -26,12 +28,16 @@ from core.policies import make_policy
 
 class AppContext:
     def __init__(self, registry: ModelRegistry, board: RunBoard | None = None,
-                 throttle_s: float = DEFAULT_THROTTLE_S) -> None:
+                 throttle_s: float = DEFAULT_THROTTLE_S, proxied: bool | None = None) -> None:
         self.registry = registry
         self.board = RunBoard() if board is None else board  # `or` would not do: an empty board is falsy
         self.throttle_s = throttle_s
+        self.admission = Admission()  # one decoding and one waiting run per visitor per tab
+        self.proxied = proxied  # whether a visitor is read from X-Forwarded-For (None: app/serving/admission.py says)
+        # Whether a session's reader has gone (app/serving/listener.py); the app sets it once it has a queue.
+        self.forgotten: Callable[[str | None], bool] = lambda session: False
         self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
-        self._queues = {"cpu": TurnQueue(), "cuda": TurnQueue()}  # decodes take turns per device
+        self._queues = {"cpu": TurnQueue(), "cuda": TurnQueue()}  # decodes take turns per device, round robin
 
     def turn_queue(self, device: str) -> TurnQueue:
         """The queue of the device a model runs on ('cpu' or 'cuda'): one decode at a time on it."""

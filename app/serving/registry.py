@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from app.controls.sent import check_choice
 from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import EXAMPLES_INSTEAD, Example, chat_examples, task_examples
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
@@ -31,6 +32,7 @@ from core.passes import check_graphs
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"
+CHAT_FRAME_TOKENS = 64  # the most tokens a chat template adds around a prompt
 HUB_MODELS = {"LLaDA-8B-Instruct (GPU)": "llada", "Dream-7B-Instruct (GPU)": "dream"}  # label -> core alias
 
 
@@ -77,10 +79,9 @@ class ModelRegistry:
     def labels(self) -> list[str]:
         return list(self._choices)
 
-    def choice(self, label: str) -> ModelChoice:
-        if label not in self._choices:
-            raise ValueError(f"Unknown model {label!r}; choose one of: {', '.join(self._choices)}.")
-        return self._choices[label]
+    def choice(self, label: object) -> ModelChoice:
+        """The choice of a label a client sent; a ValueError naming the choices for anything else."""
+        return self._choices[check_choice(label, self.labels, "model")]
 
     def is_loaded(self, label: str) -> bool:
         return label in self._loaded
@@ -99,15 +100,17 @@ class ModelRegistry:
                     self._loaded[label] = CPU_THREAD.call(load, choice.source, choice.device)
             return self._loaded[label]
 
-    def check_prompt(self, label: str, prompt: str, instead: str = EXAMPLES_INSTEAD) -> None:
+    def check_prompt(self, label: str, prompt: str, instead: str = EXAMPLES_INSTEAD) -> int:
         """Before any decoding: a ValueError when the model cannot read the prompt, with core's words
         for which words it does not know (core.loading.chat_prompt_ids), what it was trained on and
-        `instead`: what the asking tab offers in its place (the Sweep has held-out sets, not examples)."""
+        `instead`: what the asking tab offers in its place (the Sweep has held-out sets, not examples);
+        else its length in tokens (for a model whose tokenizer is not at hand, at most: its UTF-8 bytes,
+        each a token at most for a byte-level tokenizer, and the chat template's CHAT_FRAME_TOKENS tokens)."""
         tokenizer = self._tokenizer(label)
         if tokenizer is None:
-            return
+            return len(prompt.encode("utf-8")) + CHAT_FRAME_TOKENS
         try:
-            chat_prompt_ids(tokenizer, prompt)
+            return len(chat_prompt_ids(tokenizer, prompt))
         except ValueError as e:
             reason = str(e)
             trained_on = self.choice(label).trained_on

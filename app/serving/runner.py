@@ -22,6 +22,7 @@ import gradio as gr
 import torch
 from gradio.blocks import Block
 
+from app.serving.admission import visitor_of
 from app.serving.context import AppContext
 from app.serving.device_thread import CPU_THREAD
 from app.serving.gpu import GPU_DURATION_S, free_memory, on_gpu
@@ -81,9 +82,10 @@ class TabRunner:
     of them)."""
 
     def __init__(self, ctx: AppContext, status: Block, gpu_duration_s: int = GPU_DURATION_S, oom_message: str = OOM,
-                 turn_per_snapshot: bool = False) -> None:
+                 turn_per_snapshot: bool = False, tab: str = "") -> None:
         self.ctx = ctx
         self.status = status
+        self.tab = tab  # what a visitor's places are counted per (app/serving/admission.py)
         self.oom_message = oom_message
         self.turn_per_snapshot = turn_per_snapshot
         self.gpu_snapshots = on_gpu(self.snapshots, gpu_duration_s)  # decorated once, at build time
@@ -109,16 +111,20 @@ class TabRunner:
         return {self.status: refused(message)}
 
     def run(self, request: gr.Request | None, validate: Callable[[], TabView]) -> Iterator[Outputs]:
-        """validate() (its ValueError is the visitor's message), then the session's run of the view it gives."""
+        """validate() (its ValueError is the visitor's message), a place among the visitor's runs in this
+        tab, then the session's run of the view it gives."""
+        session = getattr(request, "session_hash", None)
+        visitor = visitor_of(request, self.ctx.proxied)
         try:
             view = validate()
+            place = self.ctx.admission.enter(self.tab, visitor, session)
         except ValueError as e:
             yield self.refused(str(e))
             return
         # The flag is taken here, once: looked up by session key later, it could be the next run's.
-        key, flag = self.ctx.board.begin(getattr(request, "session_hash", None))
+        key, flag = self.ctx.board.begin(session)
         try:
-            yield from self._stream(view, flag)
+            yield from self._stream(view, flag, visitor, session)
             if flag.reason == "stop":  # said last, so no update rendered while stopping can overwrite it
                 yield view.message("Stopped.")
         except ValueError as e:  # core's own checks (e.g. the prompt does not fit the model)
@@ -127,22 +133,31 @@ class TabRunner:
             yield self.refused(self.oom_message)
         finally:
             self.ctx.board.end(key, flag)
+            self.ctx.admission.leave(place)
 
-    def _stream(self, view: TabView, flag: StopFlag) -> Iterator[Outputs]:
+    def _gone(self, flag: StopFlag, session: str | None) -> bool:
+        """Whether the run should end now: stopped, replaced, or nobody reads its updates (then it is stopped)."""
+        if not flag.is_set() and self.ctx.forgotten(session):
+            flag.stop("gone")
+        return flag.is_set()
+
+    def _stream(self, view: TabView, flag: StopFlag, visitor: str, session: str | None) -> Iterator[Outputs]:
         registry = self.ctx.registry
         choice = registry.choice(view.model)
         queue = self.ctx.turn_queue(choice.device)
-        ticket = queue.join(record=not self.turn_per_snapshot)
+        ticket = queue.join(record=not self.turn_per_snapshot, visitor=visitor)
         try:
             shown = None
             while not queue.wait(ticket, WAIT_POLL_S):
-                if flag.is_set():
+                if self._gone(flag, session):
                     return
                 # Told again only when the place changes: every update is CPU time taken from the
                 # decode running now, and would show up in its step times.
                 if (ahead := queue.ahead(ticket)) != shown:
                     shown = ahead
                     yield view.message(waiting_text(ahead, queue.estimate_s(ticket)))
+            if self._gone(flag, session):
+                return
             if not registry.is_loaded(view.model):
                 yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
             model, tokenizer = registry.get(view.model)
@@ -155,8 +170,10 @@ class TabRunner:
             with closed_after(run) as snapshots:  # freed if cancelled
                 if self.turn_per_snapshot:
                     queue.leave(ticket)
-                    snapshots = in_turns(queue, snapshots, flag.is_set)
+                    snapshots = in_turns(queue, snapshots, flag.is_set, visitor=visitor)
                 for snapshot in snapshots:
+                    if self._gone(flag, session):
+                        return
                     yield view.show(snapshot)  # rendering happens here, between steps, off the clocks
             # The last render, and gradio's encoding of it while this generator waits at the yield, still
             # hold the turn: after it they would run beside the next visitor's decode and slow its steps.

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
+from app.controls.sent import check_choice, shown
 from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
 from core.policies import Param
@@ -28,6 +29,8 @@ MAX_TAUS = 8
 MAX_KS = 4
 MAX_PROBLEMS = 50
 MAX_OWN_PROMPTS = 20
+MAX_LIST_CHARS = 200  # a tau or k list
+PLAIN_NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")  # what a list's value may be written as
 MAX_BOX_CHARS = MAX_OWN_PROMPTS * (MAX_PROMPT_CHARS + 1)  # the prompts box: every line as long as the Race's prompt
 PROBLEMS = Control.of(Param("problems", int, 6, low=1, high=MAX_PROBLEMS, label="held-out prompts",
                             help="held-out prompts of the task, each decoded at every setting"))
@@ -64,6 +67,11 @@ class SweepParams:
         """How many prompts the sweep decodes at every setting."""
         return len(self.prompts) if self.task == OWN_PROMPTS else self.problems
 
+    @property
+    def decodes(self) -> int:
+        """How many decodes the sweep runs: the exact decoder's and every (tau, k)'s, for every prompt."""
+        return self.count * (1 + len(self.taus) * len(self.ks))
+
     def name(self, i: int) -> str:
         """How a message names the sweep's i-th prompt (from 0)."""
         return f"Line {self.prompts[i][0]} of your prompts" if self.task == OWN_PROMPTS else f"Held-out prompt {i + 1}"
@@ -87,24 +95,34 @@ class SweepParams:
 
 
 def parse_list(text: object, control: Control, most: int) -> tuple:
-    """'0.1, 0.5 1' -> (0.1, 0.5, 1.0): distinct values of `control`, each checked as one sent alone,
-    at most `most` of them, in the order given."""
+    """'0.1, 0.5 1' -> (0.1, 0.5, 1.0): distinct values of `control`, separated by commas or spaces,
+    each checked as one sent alone, at most `most` of them, in the order given. Each is a plain
+    decimal (PLAIN_NUMBER): no empty value between two commas, no '1_0', '-0', nan or inf, which
+    Python's float() would read as something the visitor may not have meant."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"Give at least one value for {control.label}.")
-    if len(text) > 200:
-        raise ValueError(f"The list for {control.label} is too long ({len(text)} characters).")
+    if len(text) > MAX_LIST_CHARS:
+        raise ValueError(f"The list for {control.label} is too long ({len(text)} characters; at most "
+                         f"{MAX_LIST_CHARS}).")
     values = []
-    for item in re.split(r"[,\s]+", text.strip()):
-        try:
-            number = float(item)
-        except ValueError:
-            raise ValueError(f"{control.label}: {item!r} is not a number.") from None
-        value = control.check(number)
+    for item in re.split(r"\s*,\s*|\s+", text.strip()):
+        value = control.check(_plain_number(item, control))
         if value not in values:
             values.append(value)
     if len(values) > most:
         raise ValueError(f"At most {most} values for {control.label}, got {len(values)}.")
     return tuple(values)
+
+
+def _plain_number(item: str, control: Control) -> float:
+    if not item:
+        raise ValueError(f"{control.label}: a value is missing between two commas.")
+    if not PLAIN_NUMBER.fullmatch(item):
+        raise ValueError(f"{control.label}: {shown(item)} is not a number (write each value plainly, like 0.5 or 2).")
+    number = float(item)
+    if number == 0 and item.startswith("-"):
+        raise ValueError(f"{control.label}: {shown(item)} is not a value of its own: write 0.")
+    return number
 
 
 def parse_prompts(text: object) -> tuple[tuple[int, str], ...]:
@@ -132,10 +150,8 @@ def parse_sweep(
 ) -> SweepParams:
     """Validate one sweep's raw inputs (as the UI or an API client sent them); `graphs`: the server's
     (ModelRegistry.graphs). The prompts box is read only when the task is OWN_PROMPTS."""
-    if model not in models:
-        raise ValueError(f"Unknown model {model!r}; choose one of: {', '.join(models)}.")
-    if task not in SOURCES:
-        raise ValueError(f"Unknown task {task!r}; choose one of: {', '.join(SOURCES)}.")
+    check_choice(model, models, "model")
+    check_choice(task, SOURCES, "task")
     sent = dict(zip(DECODING, (gen_len, block_len, steps, threshold)))
     return SweepParams(
         model=str(model),

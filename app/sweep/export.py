@@ -34,10 +34,10 @@ def cli_command(params: SweepParams, model: str | None, device: str) -> str:
     else:
         task, shots = TASKS[params.task]
         args += ["--task", task, "--n", str(params.problems)] + (["--shots", str(shots)] if shots else [])
-    args += ["--policies", "none,entropy", "--tau", ",".join(f"{t:g}" for t in params.taus),
+    args += ["--policies", "none,entropy", "--tau", ",".join(repr(t) for t in params.taus),
              "--k", ",".join(str(k) for k in params.ks), "--gen-len", str(c.gen_len), "--block", str(c.block_len)]
     args += ["--steps", str(c.steps)] if c.steps else []
-    args += ["--threshold", f"{c.threshold:g}"] if c.threshold else []
+    args += ["--threshold", repr(c.threshold)] if c.threshold else []
     args += ["--graphs", c.graphs] if c.graphs != "auto" else []
     return shlex.join(args + ["--json", "rows.json"])
 

@@ -23,7 +23,9 @@ import pandas as pd
 from gradio.blocks import Block
 
 from app.controls.declared import DECODE_CONTROLS
-from app.controls.panel import Inputs, bounded_slider, wire_run
+from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
+from app.controls.sent import check_choice
+from app.serving.budget import check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
 from app.serving.runner import Outputs, TabRunner, TabView
@@ -190,9 +192,12 @@ class SweepTab:
     """The Sweep tab's handlers; a picked point loads into the tau and k sliders of `targets` (the Race's
     and the Drift tab's input panels)."""
 
-    def __init__(self, ctx: AppContext, panels: SweepPanels, targets: Sequence[Inputs]) -> None:
+    def __init__(self, ctx: AppContext, panels: SweepPanels, targets: Sequence[Inputs],
+                 lengths: Sequence[gr.Slider] = ()) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
-        self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True)
+        self.lengths = lengths  # the gen and block length sliders, which a model sets
+        self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
+                                tab="sweep")
 
     def run(
         self, model: str, task: str, prompts: str, taus: str, ks: str, problems: float, gen_len: float,
@@ -210,6 +215,7 @@ class SweepTab:
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
             choice = self.ctx.registry.choice(params.model)
+            check_sweep(params.decodes, choice.device)
             return SweepView(params, shown, self.panels, cli_command(params, model_flag(choice), choice.device))
 
         yield from self.runner.run(request, view)
@@ -221,10 +227,13 @@ class SweepTab:
         p = self.panels
         return [*sliders, p.loaded, p.plot, p.point, p.status, p.result]
 
-    def on_model(self, label: str) -> tuple[int, int]:
-        """A model's own gen and block length."""
-        c = self.ctx.registry.choice(label)
-        return c.gen_len, c.block_len
+    def on_model(self, label: object) -> Outputs:
+        """A model's own gen and block length (a model not offered: said in the status line)."""
+        try:
+            c = self.ctx.registry.choice(label)
+        except ValueError as e:
+            return self.runner.refused(str(e))
+        return dict(zip(self.lengths, (c.gen_len, c.block_len)))
 
     def redraw(self, metric: str, result: SweepResult | None) -> Outputs:
         """The plot again with another y axis (no decoding)."""
@@ -293,9 +302,7 @@ class SweepTab:
 
 def _metric(metric: object) -> str:
     """The y axis a handler was sent, checked (every handler that draws takes one from the client)."""
-    if metric not in METRICS:
-        raise ValueError(f"Unknown y axis {metric!r}; choose one of: {', '.join(METRICS)}.")
-    return str(metric)
+    return check_choice(metric, list(METRICS), "y axis")
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -316,8 +323,8 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
                                  label=f"Your prompts, one per line (at most {MAX_OWN_PROMPTS})",
                                  placeholder="\n".join(first.examples[:3]))
         with gr.Column(scale=2):
-            model = gr.Dropdown(registry.labels, value=first.label, label="Model")
-            task = gr.Radio(SOURCES, value=SOURCES[0], label="prompts", elem_id="sweep-task")
+            model = as_sent(gr.Dropdown(registry.labels, value=first.label, label="Model"))
+            task = as_sent(gr.Radio(SOURCES, value=SOURCES[0], label="prompts", elem_id="sweep-task"))
             problems = bounded_slider(PROBLEMS, prefix="sweep-")
             with gr.Row():
                 run = gr.Button("Run sweep", variant="primary", elem_id="sweep-run-btn")
@@ -327,7 +334,7 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
             defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
             decoding = [bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING]
     status = gr.HTML(banner("Press Run sweep to start."), elem_id="sweep-banner")
-    metric = gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric")
+    metric = as_sent(gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric"))
     plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
     table = gr.Dataframe(headers=TABLE_HEADERS, label="Sweep points", interactive=False, elem_id="sweep-table")
     downloads = gr.File(label="Download: points (CSV), texts (CSV), everything (JSON), your prompts", interactive=False,
@@ -340,13 +347,13 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
     point = gr.HTML(PICK_HINT, elem_id="sweep-point")
     panels = SweepPanels(status, plot, loaded, point, table, downloads, metric, gr.State(None))
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
-    tab = SweepTab(ctx, panels, load_into)
+    tab = SweepTab(ctx, panels, load_into, decoding[:2])
 
     wire_run(run, stop, ctx, tab.run, [model, task, prompts, taus, ks, problems, *decoding, metric], panels.outputs(),
              "sweep", status)
-    model.change(tab.on_model, model, decoding[:2], api_visibility="private")
-    prompts.change(lambda text: OWN_PROMPTS if text.strip() else gr.skip(), prompts, task, queue=False,
-                  api_visibility="private")  # prompts typed or pasted: sweep them
+    model.change(tab.on_model, model, [*decoding[:2], status], api_visibility="private")
+    prompts.change(lambda text: OWN_PROMPTS if isinstance(text, str) and text.strip() else gr.skip(), prompts, task,
+                   queue=False, api_visibility="private")  # prompts typed or pasted: sweep them
     metric.change(tab.redraw, [metric, panels.result], [panels.plot, status, metric], queue=False,
                   api_visibility="private")
     picked = tab.picked_outputs()

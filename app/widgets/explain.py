@@ -3,13 +3,13 @@
 It says what the step did (full or partial, and the policy's own reason), how much of the cache it
 computed and reused, which tokens it unmasked with their confidence and entropy, and what the next step did and
 why, in that step's own reason. Nothing here knows a policy's rule: whatever the policy decided is in
-the events. No gradio here; token text and reasons are HTML-escaped (a model may emit markup).
+the events. No gradio here; token text and reasons are inert (app/widgets/inert.py): a model may emit
+markup, and a shared trace may carry any text.
 """
 
 from __future__ import annotations
 
-import html
-
+from app.widgets.inert import inert
 from core.events import StepEvent
 
 
@@ -60,7 +60,7 @@ def _check(event: object) -> None:
 
 def _piece(tokenizer, token_id: int) -> str:
     text = tokenizer.decode([token_id])
-    return f"<code>{_escape(text) if text.strip() else repr(text)}</code>"
+    return f"<code>{_escape(text if text.strip() else repr(text))}</code>"
 
 
 def _unmasked(event: StepEvent, tokenizer) -> str:
@@ -84,5 +84,5 @@ def _next(event: StepEvent, next_event: StepEvent | None) -> str:
 
 
 def _escape(text: str) -> str:
-    """Markup a model or a policy wrote, shown as text (quotes stay: nothing here is an attribute)."""
-    return html.escape(text, quote=False)
+    """Text a model or a policy wrote (or a trace carries), shown as text: no Markdown, no HTML."""
+    return inert(text)

@@ -6,6 +6,8 @@ Heatmaps are numpy arrays: plotly sends them as compact typed arrays, not lists 
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -43,8 +45,9 @@ def entropy_figure(events: list[StepEvent], tau: float | None, span: int, cursor
                              line=dict(color=LINE_COLOR, width=1.5)))
     if cached:
         full = [e for e in events if e.full]
+        reasons = [html.escape(e.reason) for e in full]  # plotly draws <a href> in hover text as a link
         fig.add_trace(go.Scatter(x=[e.step for e in full], y=[e.max_entropy for e in full], mode="markers",
-                                 name="full step", customdata=[e.reason for e in full],
+                                 name="full step", customdata=reasons,
                                  marker=dict(color=FULL_COLOR, symbol="x", size=7),
                                  hovertemplate="step %{x}: full (every row recomputed), %{customdata}<extra></extra>"))
     if tau is not None:
@@ -80,6 +83,23 @@ def row_matrix(events: list[StepEvent], max_steps: int, length: int) -> np.ndarr
     return z
 
 
+MAX_ROW_BANDS = 1024  # a row map's rows at most: a band of positions each, beyond (a page shows ~300 anyway)
+
+
+def banded(z: np.ndarray, bands: int = MAX_ROW_BANDS) -> tuple[np.ndarray, np.ndarray]:
+    """A row map of more than `bands` positions as `bands` bands of equal width, each showing the most
+    telling kind of its positions (unmasked over recomputed over reused over not yet), and each band's
+    first position; a smaller map as it is. An update then carries at most `bands` x steps cells,
+    whatever the prompt's length."""
+    length = z.shape[0]
+    width = -(-length // bands)  # ceil
+    if width == 1:
+        return z, np.arange(length)
+    padded = np.full((width * -(-length // width), z.shape[1]), -1, dtype=z.dtype)
+    padded[:length] = z
+    return padded.reshape(-1, width, z.shape[1]).max(axis=1), np.arange(0, length, width)
+
+
 # The row map's four kinds of cell, at the middle of each colour's band of ROW_SCALE (z from -1 to 2).
 ROW_KINDS = {"not yet": -0.625, "reused": 0.125, "recomputed": 0.875, "unmasked": 1.625}
 
@@ -87,7 +107,8 @@ ROW_KINDS = {"not yet": -0.625, "reused": 0.125, "recomputed": 0.875, "unmasked"
 def rows_figure(events: list[StepEvent], n_layers: int, span: int, length: int, prompt_len: int,
                 cursor: int | None = None) -> go.Figure:
     """Two heatmaps over `span` steps, each with its scale: per layer, the share of rows recomputed;
-    per position, which rows (reused, recomputed, unmasked); a replay's `cursor` step marked on both."""
+    per position (in bands of positions beyond MAX_ROW_BANDS), which rows (reused, recomputed,
+    unmasked); a replay's `cursor` step marked on both."""
     fig = make_subplots(rows=2, cols=1, row_heights=[0.32, 0.68], vertical_spacing=0.14, shared_xaxes=True,
                         subplot_titles=("rows recomputed per layer (share of sequence)",
                                         "which rows: reused / recomputed / unmasked"))
@@ -95,7 +116,8 @@ def rows_figure(events: list[StepEvent], n_layers: int, span: int, length: int, 
                              colorscale="Blues", colorbar=dict(thickness=10, len=0.32, y=0.86, tickformat=".0%",
                                                                tickvals=[0, 1]),
                              hovertemplate="step %{x}<br>layer %{y}<br>%{z:.0%} of rows<extra></extra>"), 1, 1)
-    fig.add_trace(go.Heatmap(z=row_matrix(events, span, length), zmin=-1, zmax=2, colorscale=ROW_SCALE,
+    z, first = banded(row_matrix(events, span, length))
+    fig.add_trace(go.Heatmap(z=z, y=first, zmin=-1, zmax=2, colorscale=ROW_SCALE,
                              colorbar=dict(thickness=10, len=0.62, y=0.31, tickvals=list(ROW_KINDS.values()),
                                            ticktext=list(ROW_KINDS)),
                              hovertemplate="step %{x}<br>position %{y}<extra></extra>"), 2, 1)
