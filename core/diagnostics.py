@@ -245,7 +245,7 @@ def what_holds(found: dict, after_full: dict | None = None) -> str:
             f"from the cache move{_rho(reused, 'partial steps')}.")
     if after_full and after_full["n"] and after_full["others"] is not None:  # full_next(pairs)
         said += (f" After the {after_full['n']} steps followed by a full step, every row moved "
-                 f"{after_full['change']:.3f} on average, against {after_full['others']:.3f} after the others.")
+                 f"{after_full['change']:.3g} on average, against {after_full['others']:.3g} after the others.")
     return said
 
 

@@ -172,7 +172,7 @@ def test_links_curve_and_sentence_by_hand():
         "+0.34 over 400 partial steps, entropies up to 2.0 nats), and shows no link to (-0.01 over 300 steps is "
         "within chance) how far the rows it reuses from the cache move.")
     assert what_holds(split, {"n": 12, "change": 0.0512, "others": 0.0204}).endswith(
-        "move. After the 12 steps followed by a full step, every row moved 0.051 on average, against 0.020 after "
+        "move. After the 12 steps followed by a full step, every row moved 0.0512 on average, against 0.0204 after "
         "the others.")
     assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan, "max_entropy": 0.0},
                        "reused_all": {"n": 0}}) == (
