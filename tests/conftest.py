@@ -71,6 +71,23 @@ def registry():
     return reg
 
 
+class StubRegistry:
+    """One CPU model 'm', always loaded, that is nothing: for tests of the serving machinery alone."""
+
+    labels = ["m"]
+
+    def choice(self, label):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(label=label, device="cpu")
+
+    def is_loaded(self, label):
+        return True
+
+    def get(self, label):
+        return object(), object()
+
+
 @pytest.fixture
 def gpu_registry(registry, monkeypatch):
     """A registry with one 'gpu' model (cuda device) that is really the embedded model on the CPU."""

@@ -9,6 +9,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
+from conftest import StubRegistry
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import DEFAULT_PRESET
@@ -117,21 +118,8 @@ class Message(TabView):
         return {"status": "done"}
 
 
-class Registry:
-    labels = ["m"]
-
-    def choice(self, label):
-        return SimpleNamespace(label=label, device="cpu")
-
-    def is_loaded(self, label):
-        return True
-
-    def get(self, label):
-        return object(), object()
-
-
 def test_a_run_nobody_reads_stops_at_its_next_step_and_gives_back_its_turn_and_place() -> None:
-    ctx = AppContext(Registry())
+    ctx = AppContext(StubRegistry())
     ctx.load_warm = lambda label: (object(), object())
     steps = []
 

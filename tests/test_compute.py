@@ -7,6 +7,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+from conftest import StubRegistry
+
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView
 from app.serving.turn_queue import TurnQueue, in_turns, waiting_text
@@ -96,22 +98,9 @@ class View(TabView):
         return {STATUS: text}
 
 
-class Registry:
-    labels = ["m"]
-
-    def choice(self, label):
-        return SimpleNamespace(label=label, device="cpu")
-
-    def is_loaded(self, label):
-        return True
-
-    def get(self, label):
-        return object(), object()
-
-
 def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkeypatch) -> None:
     monkeypatch.setattr("app.serving.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
-    ctx = AppContext(Registry())
+    ctx = AppContext(StubRegistry())
     ctx.load_warm = lambda label: (object(), object())
     intervals, lock = [], threading.Lock()
 
@@ -143,7 +132,7 @@ def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkey
 
 
 def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
-    ctx = AppContext(Registry())
+    ctx = AppContext(StubRegistry())
     queue = ctx.turn_queue("cpu")
     holder = queue.join()
     runner = TabRunner(ctx, STATUS)
@@ -156,7 +145,7 @@ def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
 
 
 def test_a_run_with_a_turn_per_snapshot_lets_a_race_in_between() -> None:
-    ctx = AppContext(Registry())
+    ctx = AppContext(StubRegistry())
     ctx.load_warm = lambda label: (object(), object())
     order = []
 
