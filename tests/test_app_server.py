@@ -501,6 +501,13 @@ def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, se
                                timeout=30_000)
         page.keyboard.press(" ")  # space: pause
         page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay paused')", timeout=30_000)
+        page.wait_for_timeout(1_000)  # anything a late frame would still draw
+        banner = page.locator("#banner").inner_text()
+        n = int(re.search(r"Replay paused: frame (\d+) of", banner).group(1))
+        assert "playing" not in banner
+        for lane, count in zip(replay.trace.lanes, replay.counts(n)):  # the screen shows the frame it names
+            if count:
+                assert f"step {count - 1}: prompt rows recomputed" in page.locator(f"#text-{lane.side}").inner_text()
         page.screenshot(path=str(tmp_path / "replay.png"), full_page=True)
 
 
@@ -515,6 +522,10 @@ def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, serv
         page.wait_for_function(
             "document.querySelector('#drift-banner').innerText.includes('Done')", timeout=120_000
         )
+        # the scatter covers every step: its x axis reaches the largest entropy plotted, and tau's line is in it
+        top, largest, tau_lines = page.locator("#drift-scatter .js-plotly-plot").evaluate(
+            "gd => [gd.layout.xaxis.range[1], Math.max(...gd.data.flatMap(t => t.x)), (gd.layout.shapes || []).length]")
+        assert top >= largest > 1.0 and tau_lines == 1  # the default story decodes steps above tau 1
         page.wait_for_function(
             "document.querySelector('#drift-explain').innerText.includes('This was the last step')",
             timeout=30_000,
@@ -538,6 +549,11 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
     stories = [item.prompt for item in held_out("stories", 3)]
     with chromium_page(url) as page:
         page.get_by_role("tab", name="Sweep").click(timeout=60_000)
+        page.locator("#sweep-prompts textarea").fill("hello there")
+        page.locator("#sweep-run-btn").click(timeout=60_000)
+        page.wait_for_function("document.querySelector('#sweep-banner').innerText.includes('held-out sets')",
+                               timeout=60_000)
+        assert "example prompts" not in page.locator("#sweep-banner").inner_text()  # this tab has none
         page.locator("#sweep-prompts textarea").fill("\n".join(stories))  # typing prompts picks "your prompts"
         page.wait_for_function("document.querySelector('#sweep-task input[value=\"your prompts\"]').checked",
                                timeout=30_000)
@@ -554,6 +570,9 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
             "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 3 prompts')", timeout=180_000
         )
         assert "--prompts prompts.txt" in page.locator("#sweep-banner").inner_text()
+        # asked for accuracy, the plot draws agreement (your prompts have no right answers): the radio says so
+        page.wait_for_function("document.querySelector('#sweep-metric input[value=\"agreement\"]').checked",
+                               timeout=30_000)
         points = page.locator("#sweep-pareto .scatterlayer .trace").first.locator("path.point")
         points.nth(1).wait_for(timeout=30_000)
         assert points.count() == 2
@@ -567,6 +586,9 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
             assert prompt in card.inner_text() and card.locator(".ec-pair .ec-text").count() == 2  # side by side
         assert page.locator("#sweep-point .ec-parted").count() >= 1
         assert page.locator("#sweep-downloads a[download]").count() == 4  # points, texts, JSON, your prompts
+        page.locator("#sweep-higher").click()  # tau 12 is the highest: said, not a silent click
+        page.wait_for_function("document.querySelector('#sweep-loaded').innerText.includes('No higher tau at k 2')",
+                               timeout=30_000)
         page.screenshot(path=str(shot), full_page=True)
         page.get_by_role("tab", name="Race").click()
         assert page.locator("#ctl-tau input[type=number]").input_value() == "12"
