@@ -251,9 +251,7 @@ def what_holds(found: dict, after_full: dict | None = None) -> str:
 
 def _rho(link: dict, steps: str = "steps") -> str:
     """' (Spearman +0.30 over 120 steps, entropies up to 2.1 nats)' where the verdict has not said it."""
-    if link["n"] < MIN_PAIRS or math.isnan(link["spearman"]) or link["max_entropy"] < NARROW_NATS:
-        return ""
-    if abs(round(link["spearman"], 2)) < 2 / math.sqrt(link["n"]):
+    if " (" in verdict(link):  # the verdict already says its rho and n, or why it cannot say
         return ""
     return (f" (Spearman {link['spearman']:+.2f} over {link['n']} {steps}, entropies up to "
             f"{link['max_entropy']:.1f} nats)")
