@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.drift.tab import build_drift_tab
+from app.drift.tab import DriftTab, build_drift_tab
 from app.race.panels import CSS as LANE_CSS
 from app.race.parted import CSS as PARTED_CSS
 from app.race.replay_panel import REPLAY_JS
 from app.race.speed import CSS as SPEED_CSS
-from app.race.tab import build_race_tab
+from app.race.tab import RaceTab, build_race_tab
 from app.race.time_panel import CSS as TIME_CSS
 from app.race.trace_reader import MAX_TRACE_BYTES
 from app.serving.admission import MAX_QUEUED
@@ -34,6 +34,8 @@ from app.widgets.throttle import DEFAULT_THROTTLE_S
 CSS = BANNER_CSS + TEXT_CSS + LANE_CSS + SPEED_CSS + TIME_CSS + PARTED_CSS + DIFF_CSS + POINT_CSS
 JS = f"() => {{ ({SWEEP_JS.strip()})(); ({REPLAY_JS.strip()})(); }}"  # Gradio takes one page script
 
+PICKED_INTO = (RaceTab.name, DriftTab.name)  # the tabs whose tau and k a point picked in the Sweep sets
+
 
 def build_demo(
     registry: ModelRegistry, *, throttle_s: float = DEFAULT_THROTTLE_S, concurrency: int = CONCURRENCY,
@@ -50,7 +52,8 @@ def build_demo(
             with gr.Tab("Drift", id="drift"):
                 drift = build_drift_tab(ctx)
             with gr.Tab("Sweep", id="sweep"):  # a picked point loads into both tabs' tau and k
-                build_sweep_tab(ctx, [race.inputs, drift.inputs])
+                tabs = {tab.name: tab for tab in (race, drift)}
+                build_sweep_tab(ctx, {name: tabs[name].inputs for name in PICKED_INTO})
     demo.queue(default_concurrency_limit=concurrency, max_size=MAX_QUEUED)
     ctx.forgotten = unread_check(demo)
     return demo

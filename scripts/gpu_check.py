@@ -503,7 +503,7 @@ def app_check(folder: Path, dry: bool) -> dict:
     try:
         from gradio_client import Client
 
-        from app.race.client import named
+        from app.client import named
         from app.serving.examples import CHAT_EXAMPLES
         from app.serving.long_prompts import LONG_PROMPTS
         from app.serving.registry import build_registry

@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
+from app.client import named  # noqa: E402
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  # noqa: E402
 from app.controls.presets import DEFAULT_PRESET  # noqa: E402
 from app.controls.run import RawRun, Run, check_run  # noqa: E402
-from app.race.client import named  # noqa: E402
 from app.race.decode import race_snapshots  # noqa: E402
 from app.serving.admission import PROXY_ENV  # noqa: E402
 from app.serving.device_thread import decode_threads  # noqa: E402

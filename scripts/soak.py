@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gradio_client import Client, handle_file  # noqa: E402
 from load_test import Scenario, resident_mb, serve  # noqa: E402
 
-from app.race.client import named  # noqa: E402
+from app.client import named  # noqa: E402
 from app.race.replay_store import DROPPED  # noqa: E402
 from app.race.trace_reader import MAX_LENGTH, read_trace  # noqa: E402
 from app.serving.registry import build_registry  # noqa: E402

@@ -21,10 +21,9 @@ import pytest
 from gradio_client import Client, handle_file
 from test_app_server import args, check_result, free_port, refusal
 
+from app.client import named
 from app.controls.declared import PEER_CONTROLS
-from app.controls.panel import RUN_INPUTS
 from app.controls.sent import shown
-from app.race.client import named
 from app.race.panels import SIDES, build_race_panels
 from app.race.replay_panel import build_replay_panel
 from app.serving.admission import BUSY
@@ -54,9 +53,19 @@ def app():
     decoding.join(timeout=30)
 
 
-def post(url: str, api: str, data: list, address: str = "10.0.0.1") -> str:
+def in_api_order(url: str, api: str, data: list | dict) -> list:
+    """`data` by name (a dict) as the endpoint's positional data, in the order the server's API info lists
+    its parameters; a list as it is."""
+    if isinstance(data, list):
+        return data
+    with urllib.request.urlopen(f"{url}gradio_api/info", timeout=30) as answer:
+        parameters = json.load(answer)["named_endpoints"][f"/{api}"]["parameters"]
+    return [data[p["parameter_name"]] for p in parameters]
+
+
+def post(url: str, api: str, data: list | dict, address: str = "10.0.0.1") -> str:
     """POST /gradio_api/call/<api> as raw JSON (Python's json escapes a lone surrogate as \\udcff); the event id."""
-    body = json.dumps({"data": data}).encode()
+    body = json.dumps({"data": in_api_order(url, api, data)}).encode()
     request = urllib.request.Request(f"{url}gradio_api/call/{api}", body, method="POST",
                                      headers={"Content-Type": "application/json", "X-Forwarded-For": address})
     with urllib.request.urlopen(request, timeout=30) as answer:
@@ -74,17 +83,17 @@ def read(url: str, api: str, event_id: str) -> list[tuple[str, object]]:
     return out
 
 
-def answer(url: str, api: str, data: list) -> list:
-    """The last outputs of a raw call; it must end as a completed call, never as Gradio's bare error."""
+def answer(url: str, api: str, data: list | dict) -> list:
+    """The last outputs of a raw call that the HTTP API names (named(..., raw=True)) in their order; it
+    must end as a completed call, never as Gradio's bare error."""
     stream = read(url, api, post(url, api, data))
     assert stream[-1][0] == "complete", stream[-3:]
-    return stream[-1][1]
+    return list(named(stream[-1][1], f"/{api}", raw=True).values())
 
 
-def run_data(**overrides) -> list:
-    """A race's or a drift run's inputs, every one (raw calls get no defaults), in the API's order."""
-    a = {**args(**overrides), **{key: control.default for key, control in PEER_CONTROLS.items()}}
-    return [a[name] for name in RUN_INPUTS]
+def run_data(**overrides) -> dict:
+    """A race's or a drift run's inputs, every one (raw calls get no defaults), by name."""
+    return {**args(**overrides), **{key: control.default for key, control in PEER_CONTROLS.items()}}
 
 
 SURROGATE = "mia has 7 \udcff marbles ."
@@ -96,12 +105,12 @@ RAW_REFUSALS = [  # (api, data, the status line's words)
     ("run", run_data(policy=["none"]), "Unknown policy ['none']; choose one of: vanilla, none, "),
     ("drift", run_data(policy="none"), "Unknown policy 'none'; choose one of: entropy, "),
     ("run", run_data(gen_len=2**70), "gen length must be an integer in [1, 512], got 1180591620717411303424"),
-    ("sweep", list({**SWEEP, "task": "your prompts", "prompts": SURROGATE}.values()),
+    ("sweep", {**SWEEP, "task": "your prompts", "prompts": SURROGATE},
      "Line 1 of your prompts: The prompt has a lone surrogate (U+DCFF) at character 11"),
-    ("sweep", list({**SWEEP, "task": "poems"}.values()), "Unknown task 'poems'; choose one of: stories, "),
-    ("sweep", list({**SWEEP, "taus": "0.5,,2"}.values()), "tau (EntropyCache): a value is missing between two commas"),
-    ("sweep", list({**SWEEP, "metric": None}.values()), "Unknown y axis None; choose one of: "),
-    ("sweep", list({**SWEEP, "taus": "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", "ks": "1,2,3,4", "problems": 50}.values()),
+    ("sweep", {**SWEEP, "task": "poems"}, "Unknown task 'poems'; choose one of: stories, "),
+    ("sweep", {**SWEEP, "taus": "0.5,,2"}, "tau (EntropyCache): a value is missing between two commas"),
+    ("sweep", {**SWEEP, "metric": None}, "Unknown y axis None; choose one of: "),
+    ("sweep", {**SWEEP, "taus": "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", "ks": "1,2,3,4", "problems": 50},
      "This sweep asks for 1650 decodes; a sweep on the CPU may ask for at most 200."),
     ("sweep_pick", ["[1, 2]", "bogus"], "Unknown y axis 'bogus'; choose one of: "),
     ("replay_play", [0, "3x"], "Nothing to replay yet"),
@@ -111,9 +120,7 @@ RAW_REFUSALS = [  # (api, data, the status line's words)
 
 @pytest.mark.parametrize(("api", "data", "words"), RAW_REFUSALS, ids=[f"{a} {w[:28]}" for a, _, w in RAW_REFUSALS])
 def test_raw_json_reaches_a_named_refusal_in_the_status_line(app, api, data, words) -> None:
-    out = answer(app.url, api, data)
-    status = out[0] if api != "sweep_pick" else out[7]  # the sweep pick's status line comes after the sliders
-    assert words in refusal((status,))
+    assert words in refusal(answer(app.url, api, data), f"/{api}")
 
 
 def test_a_maximum_race_is_refused_naming_the_budget(app) -> None:
@@ -127,7 +134,8 @@ def test_a_trace_whose_number_python_would_not_read_is_refused_in_our_words(app,
     bad = tmp_path / "huge.json"
     bad.write_text('{"format": "entropycache-trace/2", "prompt_ids": [' + "9" * 5000 + "]}")
     out = Client(app.url, verbose=False).predict(handle_file(str(bad)), api_name="/replay_load")
-    assert "The trace has a whole number of 5000 digits; a trace's numbers have at most 19." in refusal(out)
+    words = "The trace has a whole number of 5000 digits; a trace's numbers have at most 19."
+    assert words in refusal(out, "/replay_load")
 
 
 def test_every_handler_answers_whatever_it_is_sent(app) -> None:
@@ -142,7 +150,10 @@ def test_every_handler_answers_whatever_it_is_sent(app) -> None:
         params = set(inspect.signature(block_fn.fn).parameters)
         for value in garbage:
             values = [None if isinstance(block, gr.State) else value for block in block_fn.inputs]
-            kwargs = {"request": request} if "request" in params else {}
+            keywords = block_fn.input_keyword_names or []  # the inputs sent by name come last
+            kwargs = dict(zip(keywords, values[len(values) - len(keywords):]))
+            values = values[:len(values) - len(keywords)]
+            kwargs |= {"request": request} if "request" in params else {}
             if "evt" in params:
                 kwargs["evt"] = SimpleNamespace(index=value)
             out = block_fn.fn(*values, **kwargs)
@@ -202,13 +213,14 @@ def test_a_visitor_who_floods_holds_two_runs_which_stop_unread_and_another_visit
     a = args()
     job = client.submit(**a, api_name="/run")
     check_result(app.registry, a, job.result(timeout=120))
-    waiting = [out[0] for out in job.outputs() if "Waiting for the model" in out[0]]
+    statuses = [named(out)["status"] for out in job.outputs()]
+    waiting = [status for status in statuses if "Waiting for the model" in status]
     assert all("Waiting for the model: 1 run ahead of yours" in w for w in waiting), waiting
     deadline = time.monotonic() + 120  # until every one has ended (reading a stream would be reading it)
     while any(event_id in app.demo._queue.event_ids_to_events for event_id in sent) and time.monotonic() < deadline:
         time.sleep(0.2)
     streams = [read(app.url, "run", event_id) for event_id in sent]
-    lasts = [stream[-1][1][0] for stream in streams]
+    lasts = [named(stream[-1][1], raw=True)["status"] for stream in streams]
     assert sum(BUSY in last for last in lasts) == 3
     taken = [stream for stream, last in zip(streams, lasts) if BUSY not in last]
     for stream in taken:  # stopped unread: never finished, no trace written

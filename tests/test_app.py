@@ -345,8 +345,8 @@ def test_a_run_missing_a_control_or_naming_an_unknown_one_is_refused(registry) -
     with pytest.raises(ValueError, match=re.escape("bad controls: missing ['seed'], unknown []")):
         check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "none", numbers, {}), compared_policies(), True)
     with pytest.raises(ValueError, match=re.escape("bad controls: missing [], unknown ['dual_x']")):
-        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "none", controls(), {"dual_x": 1}), compared_policies(),
-                  True)
+        sent = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none", **controls(), dual_x=1)
+        check_run(registry, RawRun.of(sent), compared_policies(), True)
 
 
 def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
@@ -422,7 +422,7 @@ UNREADABLE = [  # (prompt, the words the embedded model does not know)
 def test_a_prompt_the_model_cannot_read_is_refused_before_any_run(registry, prompt: str, words: str) -> None:
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    out = list(h.run(prompt, *run_args()[1:], request=SimpleNamespace(session_hash="me")))
+    out = list(h.run(**{**run_args(), "prompt": prompt}, request=SimpleNamespace(session_hash="me")))
     message = html.unescape(refusal(out, h.panels.status))
     assert words in message and registry.choice(EMBEDDED_LABEL).trained_on in message and len(board) == 0
 
@@ -582,9 +582,9 @@ def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> No
 # ---- cancellation -----------------------------------------------------------------------------------------
 
 
-def run_args(**overrides) -> list:
-    c = controls(**overrides)
-    return [PROMPT, EMBEDDED_LABEL, "none", *(c[name] for name in RUN_CONTROLS)]
+def run_args(**overrides) -> dict:
+    """A Race run's inputs by name, as the panel sends them."""
+    return dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none", **controls(**overrides))
 
 
 def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registry) -> None:
@@ -592,12 +592,12 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
     h = race_tab(registry, board, throttle_s=0)
     me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
     long = dict(gen_len=256, block_len=32)
-    first = h.run(*run_args(**long), request=me)
-    theirs = h.run(*run_args(**long), request=other)
+    first = h.run(**run_args(**long), request=me)
+    theirs = h.run(**run_args(**long), request=other)
     for _ in range(3):
         next(first)
     assert "Waiting for the model" in next(theirs)[h.panels.status]  # told once; asked again it would wait its turn
-    second = h.run(*run_args(**long), request=me)
+    second = h.run(**run_args(**long), request=me)
     next(second)  # starting it cancels `first` before its next step
     assert list(first) == []
     assert "Stopped." in h.ctx.stop(me)
@@ -613,9 +613,9 @@ def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_succes
     h = race_tab(registry, board, throttle_s=0)
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
-    first = h.run(*run_args(**long), request=me)
+    first = h.run(**run_args(**long), request=me)
     next(first)  # "Starting...": registered, no decoder started yet (where an 8B model would still load)
-    second = h.run(*run_args(**long), request=me)
+    second = h.run(**run_args(**long), request=me)
     next(second)  # registers `second` under the same session, which flags `first`
     assert list(first) == []  # not one step after it was replaced
     assert next(second, None) is not None  # the new run streams on
@@ -636,7 +636,7 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
     """What an API client gets past Gradio's slider bounds still meets the handler's own checks."""
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    out = list(h.run(*run_args(**bad), request=SimpleNamespace(session_hash="me")))
+    out = list(h.run(**run_args(**bad), request=SimpleNamespace(session_hash="me")))
     assert re.search(message, html.unescape(refusal(out, h.panels.status)))
     assert len(board) == 0  # refused before any run was registered
 
@@ -647,11 +647,9 @@ def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_
     h = race_tab(gpu_registry, board, throttle_s=60)
     sent = fake_zero_gpu(h.runner)
     me = SimpleNamespace(session_hash="z")
-    c = controls()
-    out = list(h.run(PROMPT, "gpu", "none", *(c[name] for name in RUN_CONTROLS), request=me))
+    out = list(h.run(**{**run_args(), "model": "gpu"}, request=me))
     assert "finished" in out[-1][h.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
-    c = controls(gen_len=256, block_len=32)
-    run = h.run(PROMPT, "gpu", "none", *(c[name] for name in RUN_CONTROLS), request=me)
+    run = h.run(**{**run_args(gen_len=256, block_len=32), "model": "gpu"}, request=me)
     next(run), next(run)  # "Starting...", then the first step
     h.ctx.stop(me)  # sets the server's flag, not the copy the race polls
     rest = list(run)
@@ -718,15 +716,15 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
     board.begin = recording_begin
     me = SimpleNamespace(session_hash="me")
     long = dict(gen_len=256, block_len=32)
-    assert "finished" in list(h.run(*run_args(), request=me))[-1][h.panels.status]
-    stopped = h.run(*run_args(**long), request=me)
+    assert "finished" in list(h.run(**run_args(), request=me))[-1][h.panels.status]
+    stopped = h.run(**run_args(**long), request=me)
     next(stopped), next(stopped)
     h.ctx.stop(me)
     assert flags[1].is_set()  # the stop is a file while the run is in flight
     list(stopped)
-    replaced = h.run(*run_args(**long), request=me)
+    replaced = h.run(**run_args(**long), request=me)
     next(replaced), next(replaced)
-    new = h.run(*run_args(**long), request=me)
+    new = h.run(**run_args(**long), request=me)
     next(new)
     assert list(replaced) == []
     new.close()

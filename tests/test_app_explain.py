@@ -22,8 +22,8 @@ from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, probed_policies
 from app.controls.run import RawRun, check_run
 from app.drift.decode import DriftSnapshot, drift_snapshots
 from app.drift.plots import drift_matrix
-from app.drift.render import DriftRenderer
-from app.drift.tab import NO_RUN, DriftRun, DriftTab, build_drift_tab
+from app.drift.render import DriftRenderer, DriftRun
+from app.drift.tab import NO_RUN, DriftTab, build_drift_tab
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
@@ -48,10 +48,11 @@ def controls(**overrides) -> dict:
     return values
 
 
-def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, policy: str = "entropy", **overrides) -> list:
+def drift_args(prompt: str = PROMPT, model: str = EMBEDDED_LABEL, policy: str = "entropy", **overrides) -> dict:
+    """A Drift run's inputs by name, as the panel sends them (every compared policy's controls too)."""
     c = controls(**overrides)
-    peers = [c.get(key, control.default) for key, control in PEER_CONTROLS.items()]
-    return [prompt, model, policy, *(c[key] for key in RUN_CONTROLS), *peers]
+    peers = {key: c.get(key, control.default) for key, control in PEER_CONTROLS.items()}
+    return dict(prompt=prompt, model=model, policy=policy, **{key: c[key] for key in RUN_CONTROLS}, **peers)
 
 
 def drift_run(registry):
@@ -134,11 +135,13 @@ def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
 def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_slider(registry) -> None:
     d = drift_tab(registry)
     me = SimpleNamespace(session_hash="me")
-    out = list(d.run(*drift_args(), request=me))
+    out = list(d.run(**drift_args(), request=me))
     assert all(set(o) <= set(d.panels.outputs()) for o in out) and len(d.ctx.board) == 0
     assert all(set(o) == set(d.panels.outputs()) for o in (out[0], out[-1]))  # the start and the end: all of them
-    banner, text, scatter, staleness, heatmap, volatility, final, run, slider, explanation = (
-        out[-1][c] for c in d.panels.outputs())
+    p = d.panels
+    banner, scatter, staleness, heatmap, volatility, final, run, slider, explanation = (
+        out[-1][c] for c in (p.status, p.scatter, p.staleness, p.heatmap, p.volatility, p.final, p.record, p.step,
+                             p.explanation))
     assert "Done" in banner and final and isinstance(run, DriftRun) and len(run.events) == 32
     assert all(isinstance(f, go.Figure) for f in (scatter, staleness, heatmap, volatility))
     assert slider.maximum == 31 and slider.value == 31 and "This was the last step" in explanation
@@ -170,9 +173,9 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
          "rollout_p \\(D2Cache\\) must be a number in \\[0, 1\\], got 7"),
     ],
 )
-def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message: str) -> None:
+def test_drift_handler_refuses_bad_inputs_clearly(registry, args: dict, message: str) -> None:
     d = drift_tab(registry)
-    out = list(d.run(*args, request=SimpleNamespace(session_hash="me")))
+    out = list(d.run(**args, request=SimpleNamespace(session_hash="me")))
     assert len(out) == 1 and list(out[0]) == [d.panels.status]  # the status line alone: the panels stay as they were
     shown = out[0][d.panels.status]
     assert 'class="ec-banner ec-refused"' in shown and re.search(message, html.unescape(shown))
@@ -180,8 +183,8 @@ def test_drift_handler_refuses_bad_inputs_clearly(registry, args: list, message:
 
 def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(registry) -> None:
     d = drift_tab(registry)
-    out = list(d.run(*drift_args(policy="dllm-cache", dllm_cache_rho=0.5), request=SimpleNamespace(session_hash="me")))
-    banner, _, scatter, _, _, _, _, run, _, _ = (out[-1][c] for c in d.panels.outputs())
+    out = list(d.run(**drift_args(policy="dllm-cache", dllm_cache_rho=0.5), request=SimpleNamespace(session_hash="me")))
+    banner, scatter, run = (out[-1][c] for c in (d.panels.status, d.panels.scatter, d.panels.record))
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = list(decode(model, chat_prompt_ids(tokenizer, PROMPT), make_policy("dllm-cache", rho=0.5),
                          DecodeConfig(gen_len=32, block_len=16), before_step=Probe(model)))
@@ -202,7 +205,7 @@ def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_end
     assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
     d = drift_tab(registry)
     too_long = drift_args(prompt, gen_len=longest, block_len=32)
-    out = list(d.run(*too_long, request=SimpleNamespace(session_hash="me")))
+    out = list(d.run(**too_long, request=SimpleNamespace(session_hash="me")))
     assert "exceeds the model's" in out[-1][d.panels.status]  # core's own check, at the first step
     assert list(out[-1]) == [d.panels.status] and "ec-refused" in out[-1][d.panels.status]
     assert len(d.ctx.board) == 0
@@ -211,7 +214,7 @@ def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_end
 def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
     d = drift_tab(registry)
     me = SimpleNamespace(session_hash="me")
-    run = d.run(*drift_args(gen_len=64, block_len=32), request=me)
+    run = d.run(**drift_args(gen_len=64, block_len=32), request=me)
     for _ in range(3):  # starting..., then the first steps
         next(run)
     assert "Stopped." in d.ctx.stop(me)
@@ -223,9 +226,9 @@ def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(g
     d = drift_tab(gpu_registry, throttle_s=60)
     sent = fake_zero_gpu(d.runner)
     me = SimpleNamespace(session_hash="g")
-    out = list(d.run(*drift_args(model="gpu"), request=me))
+    out = list(d.run(**drift_args(model="gpu"), request=me))
     assert "Done" in out[-1][d.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
-    run = d.run(*drift_args(model="gpu", gen_len=256, block_len=32), request=me)
+    run = d.run(**drift_args(model="gpu", gen_len=256, block_len=32), request=me)
     next(run), next(run)  # "Starting...", then the first step
     d.ctx.stop(me)  # sets the server's flag, not the copy the decode polls
     rest = list(run)

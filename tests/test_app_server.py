@@ -32,9 +32,9 @@ from gradio_client import Client  # noqa: E402
 
 import app.drift.decode  # noqa: E402
 import app.race.decode  # noqa: E402
+from app.client import named  # noqa: E402
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  # noqa: E402
 from app.controls.run import RawRun, check_run  # noqa: E402
-from app.race.client import named  # noqa: E402
 from app.serving.device_thread import CPU_THREAD  # noqa: E402
 from app.serving.examples import Example  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
@@ -63,7 +63,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PROMPTS = [p.prompt for p in make_split("test", 3)]
-N_DRIFT_OUTPUTS = 9  # banner, text, 4 plots, final text, step slider, explanation (the session state stays server-side)
 
 
 def unchanged(output: object) -> bool:
@@ -72,11 +71,13 @@ def unchanged(output: object) -> bool:
             and "value" not in output.get("props", {}))
 
 
-def refusal(out: tuple) -> str:
-    """A refused input's answer to an API client: the status line (the first output) says why, as text,
-    and every other output is left as it was."""
-    assert 'class="ec-banner ec-refused"' in out[0] and all(unchanged(o) for o in out[1:]), out
-    return html.unescape(re.sub("<[^>]+>", "", out[0]))
+def refusal(out: tuple, api_name: str = "/run") -> str:
+    """A refused input's answer to an API client of `api_name`: the status line says why, as text, and
+    every other output is left as it was."""
+    by_name = named(out, api_name)
+    status = by_name.pop("status")
+    assert 'class="ec-banner ec-refused"' in status and all(unchanged(o) for o in by_name.values()), out
+    return html.unescape(re.sub("<[^>]+>", "", status))
 
 
 def free_port() -> int:
@@ -169,19 +170,18 @@ def test_client_race_with_a_peers_own_controls_matches_core(served) -> None:
 def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
     url, registry = served
     a = drift_args(PROMPTS[1])
-    out = Client(url, verbose=False).predict(**a, api_name="/drift")
-    assert len(out) == N_DRIFT_OUTPUTS
+    out = named(Client(url, verbose=False).predict(**a, api_name="/drift"), "/drift")
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     ids = chat_prompt_ids(tokenizer, a["prompt"])
     events = list(decode(model, ids, make_policy("entropy", tau=a["tau"], k=a["k"]),
                          DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"]), before_step=Probe(model)))
     analysis = drift_analysis(events, model.config.eos_token_ids)
-    assert "Done" in out[0] and html.escape(analysis["summary"]) in out[0]
+    assert "Done" in out["status"] and html.escape(analysis["summary"]) in out["status"]
     last = events[-1]
-    assert out[6] == tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
-    for plot in out[2:6]:
-        assert plot["type"] == "plotly" and json.loads(plot["plot"])["data"]
-    assert out[7]["maximum"] == len(events) - 1 and f"**Step {len(events) - 1}**" in out[8]
+    assert out["final"] == tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
+    for plot in ("scatter", "staleness", "heatmap", "volatility"):
+        assert out[plot]["type"] == "plotly" and json.loads(out[plot]["plot"])["data"]
+    assert out["step"]["maximum"] == len(events) - 1 and f"**Step {len(events) - 1}**" in out["explanation"]
 
 
 def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -> None:
@@ -189,23 +189,24 @@ def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -
     a = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5, 3", ks="2", problems=2, gen_len=32,
              block_len=16, steps=0, threshold=0, metric="agreement")
     client = Client(url, verbose=False)
-    banner, plot, table, _, files, shown = client.predict(**a, api_name="/sweep")
-    assert shown == "agreement"  # the y axis radio says what the plot draws
-    assert "Sweep done: 2 prompts" in banner
-    fig = json.loads(plot["plot"])
+    out = named(client.predict(**a, api_name="/sweep"), "/sweep")
+    assert out["metric"] == "agreement"  # the y axis radio says what the plot draws
+    assert "Sweep done: 2 prompts" in out["status"]
+    fig = json.loads(out["plot"]["plot"])
     assert [t["name"] for t in fig["data"]][:1] == ["k = 2"] and fig["data"][0]["customdata"] == [[0.5, 2], [3.0, 2]]
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], DecodeConfig(gen_len=32, block_len=16))
     exact = [0, 1, 2, 5, 6, 7, 8, 9, 10]  # policy, tau, k, accuracy, agreement, first div., rows, full steps
-    assert [[r[i] for i in exact] for r in table["data"]] == [[r[i] for i in exact] for r in sweep_table(direct)]
-    record = json.loads(Path(next(f for f in files if f.endswith(".json"))).read_text())
+    assert [[r[i] for i in exact] for r in out["table"]["data"]] == [[r[i] for i in exact] for r in sweep_table(direct)]
+    record = json.loads(Path(next(f for f in out["downloads"] if f.endswith(".json"))).read_text())
     assert record["format"] == SWEEP_FORMAT and [r["label"] for r in record["rows"]] == [r["label"] for r in direct]
     assert [r["per_prompt"] for r in record["rows"]] == [r["per_prompt"] for r in direct]
-    picked = client.predict("[3, 2, 1]", "accuracy", api_name="/sweep_pick")
-    assert picked[:4] == (3, 2, 3, 2) and "tau 3, k 2" in picked[4] and "<b>tau 3, k 2</b>" in picked[6]
+    picked = named(client.predict("[3, 2, 1]", "accuracy", api_name="/sweep_pick"), "/sweep_pick")
+    assert [picked[f"{tab}.{key}"] for tab in ("race", "drift") for key in ("tau", "k")] == [3, 2, 3, 2]
+    assert "tau 3, k 2" in picked["loaded"] and "<b>tau 3, k 2</b>" in picked["point"]
     refused = client.predict("[99, 2, 1]", "accuracy", api_name="/sweep_pick")
-    assert all(unchanged(o) for o in refused[:7])  # the sliders, the message, the plot and the texts stay as they were
-    assert "tau (EntropyCache) must be a number in [0, 12], got 99" in refusal(refused[7:])
+    # the sliders, the message, the plot and the texts stay as they were
+    assert "tau (EntropyCache) must be a number in [0, 12], got 99" in refusal(refused, "/sweep_pick")
 
 
 BAD = [  # refused by the handler, in the status line
@@ -245,11 +246,11 @@ def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path
         assert f"step {count - 1}: prompt rows recomputed" in shown[f"{lane.side}.text"]
         assert shown[f"{lane.side}.story"].startswith(f"**Step {count - 1}**")
     message = f"Replay frame must be a whole number from 0 to {len(replay)}; got -1"
-    assert message in refusal(client.predict(-1, api_name="/replay_show"))
+    assert message in refusal(client.predict(-1, api_name="/replay_show"), "/replay_show")
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "entropycache-trace/1"}')
     message = "the trace: missing model, settings, prompt_ids, speedup, lanes"
-    assert message in refusal(client.predict(handle_file(str(bad)), api_name="/replay_load"))
+    assert message in refusal(client.predict(handle_file(str(bad)), api_name="/replay_load"), "/replay_load")
 
 
 def test_client_bad_inputs_come_back_as_clear_messages(served) -> None:
@@ -286,22 +287,21 @@ MALFORMED = [  # what a client may send past the page: each message names the co
 
 @pytest.mark.parametrize(("api", "a", "message"), MALFORMED, ids=[f"{api} {m[:30]}" for api, _, m in MALFORMED])
 def test_client_malformed_numbers_get_the_apps_own_message_naming_the_control(served, api, a, message) -> None:
-    assert message in refusal(Client(served[0], verbose=False).predict(**a, api_name=api))
+    assert message in refusal(Client(served[0], verbose=False).predict(**a, api_name=api), api)
 
 
 def test_client_a_choice_the_page_never_offers_is_refused_in_the_status_line(served) -> None:
     out = Client(served[0], verbose=False).predict(**drift_args(policy="none"), api_name="/drift")
-    assert "Unknown policy 'none'; choose one of: entropy, d2cache, " in refusal(out)
+    assert "Unknown policy 'none'; choose one of: entropy, d2cache, " in refusal(out, "/drift")
 
 
 def test_client_malformed_picked_point_gets_a_message_not_the_parsers(served) -> None:
     client = Client(served[0], verbose=False)
     shape = "A picked point must be [tau, k], with tau a number in [0, 12] and k an integer in [0, 64];"
     for bad in ("{not json", "[1]", '"tau"', "x" * 300):
-        out = client.predict(bad, "accuracy", api_name="/sweep_pick")
-        assert all(unchanged(o) for o in out[:7]) and shape in refusal(out[7:])
+        assert shape in refusal(client.predict(bad, "accuracy", api_name="/sweep_pick"), "/sweep_pick")
     no_k = "k (EntropyCache) must be an integer in [0, 64], got None"
-    assert no_k in refusal(client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick")[7:])
+    assert no_k in refusal(client.predict("[0.5, null]", "accuracy", api_name="/sweep_pick"), "/sweep_pick")
 
 
 UNREADABLE = [  # prompts a visitor may type, with the words the embedded model does not know
@@ -330,14 +330,14 @@ def decodes(monkeypatch) -> list:
 def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served, decodes, prompt, words) -> None:
     client = Client(served[0], verbose=False)
     for api, a in (("/run", args(prompt)), ("/drift", drift_args(prompt))):
-        message = refusal(client.predict(**a, api_name=api))
+        message = refusal(client.predict(**a, api_name=api), api)
         n = len(words)
         assert f"does not know {n} word{'s' * (n != 1)} of the prompt: {', '.join(words)}." in message
         assert "trained only on short arithmetic word problems" in message
         assert "click one of the example prompts under the prompt box" in message
     assert decodes == []  # refused before any decode: no special token ever reached the model
     out = client.predict(**args(PROMPTS[0]), api_name="/run")  # the recorder sees a good prompt's decodes
-    assert "finished" in out[0] and len(decodes) == 2
+    assert "finished" in named(out)["status"] and len(decodes) == 2
 
 
 def test_every_step_of_a_cpu_decode_runs_on_the_decoding_thread(served, monkeypatch) -> None:
@@ -351,7 +351,7 @@ def test_every_step_of_a_cpu_decode_runs_on_the_decoding_thread(served, monkeypa
 
     monkeypatch.setattr(app.race.decode, "decode", recording)
     out = Client(served[0], verbose=False).predict(**args(), api_name="/run")
-    assert "finished" in out[0]
+    assert "finished" in named(out)["status"]
     assert stepped_on == {CPU_THREAD.serving_thread} and None not in stepped_on
 
 

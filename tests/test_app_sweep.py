@@ -54,7 +54,7 @@ def sweep_tab(registry) -> SweepTab:
     """The Sweep tab as the app builds it, loading picked points into two input panels (the Race's and
     the Drift tab's)."""
     with gr.Blocks():
-        targets = [build_inputs(registry), build_inputs(registry, prefix="drift-")]
+        targets = {"race": build_inputs(registry), "drift": build_inputs(registry, prefix="drift-")}
         return build_sweep_tab(AppContext(registry, RunBoard(), throttle_s=0), targets)
 
 
@@ -69,6 +69,12 @@ def own(*prompts: str, **overrides) -> dict:
 
 
 ME = SimpleNamespace(session_hash="me")
+
+
+def loaded(out: dict, s: SweepTab) -> list:
+    """The tau and k a picked point set in the Race's and the Drift tab's panels, in that order."""
+    outputs = s.picked_outputs()
+    return [out[outputs[f"{tab}.{key}"]] for tab in ("race", "drift") for key in ("tau", "k")]
 
 
 def refusal(out: dict, s: SweepTab) -> str:
@@ -280,13 +286,14 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert exact(result.rows) == exact(direct)
 
     picked = s.pick_point(json.dumps([3.0, 2, 123]), "accuracy", result)
-    tau, k, tau2, k2, message, fig2, point, chosen = (picked[c] for c in s.picked_outputs() if c is not status)
-    assert (tau, k, tau2, k2) == (3.0, 2, 3.0, 2) and "tau 3, k 2" in message and chosen.selected == (3.0, 2)
-    assert fig2.data[-1].name == "picked" and "<b>tau 3, k 2</b>" in point and status not in picked
+    assert loaded(picked, s) == [3.0, 2, 3.0, 2]
+    assert "tau 3, k 2" in picked[s.panels.loaded] and picked[s.panels.result].selected == (3.0, 2)
+    assert picked[s.panels.plot].data[-1].name == "picked" and "<b>tau 3, k 2</b>" in picked[s.panels.point]
+    assert status not in picked
     graded = ["graded pass" if p["correct"] else "graded fail" for p in result.rows[2]["per_prompt"]]
-    assert re.findall("graded (?:pass|fail)", point) == graded  # word problems have known answers
+    assert re.findall("graded (?:pass|fail)", picked[s.panels.point]) == graded  # word problems have known answers
     picked = s.pick_row("agreement", result, SimpleNamespace(index=[1, 0]))
-    assert [picked[c] for c in s.picked_outputs()[:4]] == [0.5, 2, 0.5, 2]
+    assert loaded(picked, s) == [0.5, 2, 0.5, 2]
     assert "exact decoder" in s.pick_row("accuracy", result, SimpleNamespace(index=[0, 3]))[s.panels.loaded]
     assert s.redraw("agreement", result)[s.panels.plot].layout.yaxis.title.text.startswith("agreement")
     assert "Unknown y axis 'speed'" in refusal(s.redraw("speed", result), s)
@@ -397,7 +404,7 @@ def test_lower_and_higher_tau_move_along_the_points_of_the_picked_k_showing_the_
     assert neighbour(result.rows, None, 1) == (0.5, 2) and neighbour(result.rows, (12.0, 2), 1) == (12.0, 2)
     high = s.pick_point("[12, 2, 1]", "agreement", result)
     low = s.move(-1, "agreement", high[s.panels.result])
-    assert low[s.panels.result].selected == (0.5, 2) and [low[c] for c in s.picked_outputs()[:2]] == [0.5, 2]
+    assert low[s.panels.result].selected == (0.5, 2) and loaded(low, s) == [0.5, 2, 0.5, 2]
     assert "<b>tau 0.5, k 2</b>" in low[s.panels.point]
     prompts = [re.findall(r'<span class="ec-prompt-text">(.*?)</span>', o[s.panels.point]) for o in (high, low)]
     assert prompts[0] == prompts[1] == [html.escape(p) for p in STORIES]

@@ -12,10 +12,10 @@ import gradio as gr
 import pytest
 from test_app import controls, race_run, race_tab, stream_race
 
+from app.client import named
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import CACHE_ALONE, PAPER, PRESETS
 from app.controls.run import RawRun, check_run
-from app.race.client import named
 from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import Lane
 from app.race.panels import OUTPUT_NAMES, build_race_panels
@@ -202,8 +202,8 @@ def api_outputs(outputs: list) -> list:
 def test_the_handler_races_vanilla_in_three_lanes_and_shows_the_middle_one(registry) -> None:
     tab = race_tab(registry, RunBoard())
     numbers = controls(threshold=0.9)
-    values = [registry.choice(EMBEDDED_LABEL).examples[1], EMBEDDED_LABEL, "vanilla", *numbers.values()]
-    outs = list(tab.run(*values))
+    prompt = registry.choice(EMBEDDED_LABEL).examples[1]
+    outs = list(tab.run(prompt=prompt, model=EMBEDDED_LABEL, policy="vanilla", **numbers))
     panels = tab.panels
     shown = [out[panels.middle].visible for out in outs if panels.middle in out]
     assert shown and all(shown)

@@ -9,7 +9,6 @@ tabs each have a panel.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -17,39 +16,15 @@ from typing import Any, ClassVar, TypeVar
 import gradio as gr
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
-from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, check_run
+from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, RunJob, check_run
+from app.controls.sent import shown
 from app.serving.context import AppContext
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs, TabRunner, TabView
-from app.widgets.banner import refused
+from app.widgets.banner import refusing
 
-# A run handler's inputs, in the order of Inputs.for_run: the HTTP API names each after these (tau, k,
-# gen_len, ..., seed, then every compared policy's own, e.g. dllm_cache_rho).
-RUN_INPUTS = ["prompt", "model", "policy", *RUN_CONTROLS, *PEER_CONTROLS]
 C = TypeVar("C", bound=gr.components.Component)
-
-
-def raw_run(values: tuple, request: Any = None) -> tuple[RawRun, Any]:
-    """A run handler's positional values (RUN_INPUTS, Gradio's request after them) as a RawRun, and the request."""
-    if len(values) > len(RUN_INPUTS):  # Gradio passes the request positionally, after the inputs
-        *values, request = values
-    raw = dict(zip(RUN_INPUTS, values))
-    numbers = {key: raw.get(key) for key in RUN_CONTROLS}
-    compared = {key: raw[key] for key in PEER_CONTROLS if key in raw}
-    return RawRun(raw.get("prompt"), raw.get("model"), raw.get("policy"), numbers, compared), request
-
-
-def run_signature() -> inspect.Signature:
-    """A `run(self, *values, request)` handler's signature as Gradio's API should see it: one named
-    parameter per RUN_INPUTS entry, the compared policies' controls with their declared defaults (an
-    API client may leave those out)."""
-    p, kind = inspect.Parameter, inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature(
-        [p("self", kind)]
-        + [p(name, kind) for name in RUN_INPUTS if name not in PEER_CONTROLS]
-        + [p(key, kind, default=control.default) for key, control in PEER_CONTROLS.items()]
-        + [p("request", kind, default=None, annotation=gr.Request)]
-    )
+CONTROLS_PER_ROW = 4  # the sliders' rows, in the controls' declared order
 
 
 def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
@@ -133,11 +108,10 @@ class Inputs:
     peer_groups: dict[str, gr.Row]  # each compared policy's sliders, shown while it is picked
     opening: Opening  # which example a change of model puts in the prompt box
 
-    def for_run(self) -> list[gr.components.Component]:
-        """In the order of the run handler's parameters (RUN_INPUTS)."""
-        components = {"prompt": self.prompt, "model": self.model, "policy": self.policy, **self.controls,
-                      **self.peer_controls}
-        return [components[name] for name in RUN_INPUTS]
+    def for_run(self) -> dict[str, gr.components.Component]:
+        """What a Run sends, by the name the handler and the HTTP API know each by (RawRun.of)."""
+        return {"prompt": self.prompt, "model": self.model, "policy": self.policy, **self.controls,
+                **self.peer_controls}
 
     def per_model(self) -> list[gr.components.Component]:
         """What a change of model resets: its examples, the prompt and what an example sets."""
@@ -177,9 +151,11 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
     defaults = example_controls(first, index, declared_controls(registry)) | opening.controls
     with gr.Accordion("Controls", open=True):
         controls = {}
-        for row in (("tau", "k", "threshold", "temperature"), ("gen_len", "block_len", "steps", "seed")):
+        keys = list(RUN_CONTROLS)
+        for first in range(0, len(keys), CONTROLS_PER_ROW):
             with gr.Row():
-                controls.update({key: bounded_slider(RUN_CONTROLS[key], defaults.get(key), prefix) for key in row})
+                controls.update({key: bounded_slider(RUN_CONTROLS[key], defaults.get(key), prefix)
+                                 for key in keys[first:first + CONTROLS_PER_ROW]})
         peer_controls, peer_groups = _peer_sliders(prefix, policies, opening.policy or policies[0])
     return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups, opening)
 
@@ -197,15 +173,16 @@ def _peer_sliders(prefix: str, policies: list[str], picked: str) -> tuple[dict[s
     return sliders, groups
 
 
-def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable, inputs: list,
-             outputs: list, api_name: str, status: gr.HTML):
-    """Connect a tab's Run and Stop; returns the run event (its Stop cancels it).
+def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable,
+             inputs: dict[str, gr.components.Component], outputs: list, api_name: str, status: gr.HTML):
+    """Connect a tab's Run and Stop; returns the run event (its Stop cancels it). `run` takes `inputs` by
+    name, as keyword arguments (the HTTP API's parameter names), and Gradio's request.
 
     A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
     busy), then queues the new one; "multiple" lets Run through while the old run is pending."""
     cancel_old = run_button.click(ctx.cancel_previous, None, None, queue=False, trigger_mode="multiple",
                                   api_visibility="private")
-    run_event = cancel_old.then(run, inputs, outputs, api_name=api_name, trigger_mode="multiple")
+    run_event = cancel_old.then(run, inputs_kwargs=inputs, outputs=outputs, api_name=api_name, trigger_mode="multiple")
     stop_button.click(ctx.stop, None, status, queue=False, cancels=[run_event], api_visibility="private")
     return run_event
 
@@ -221,56 +198,78 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
                 **{ins.controls[key]: value for key, value in example_controls(c, index, declared).items()}}
 
     def model_inputs(label: object) -> Outputs:
-        try:
-            c = registry.choice(label)
-        except ValueError as e:
-            return {status: refused(str(e))}
+        c = registry.choice(label)
         return {ins.examples: gr.Dataset(samples=example_samples(c))} | example_inputs(c, ins.opening.example(c))
 
     def pick_example(index: object, label: object) -> Outputs:
-        """The example clicked; a click on no example (an index out of the list) changes nothing."""
-        try:
-            c = registry.choice(label)
-        except ValueError as e:
-            return {status: refused(str(e))}
+        """The example clicked (an index the list does not have is refused: only a client sends one)."""
+        c = registry.choice(label)
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(c.examples):
-            return gr.skip()
+            raise ValueError(f"There is no example {shown(index)}: pick one of the {len(c.examples)} listed.")
         return example_inputs(c, index)
 
     def show_own_controls(policy: str) -> list:
         return [gr.Row(visible=name == policy) for name in ins.peer_groups]
 
     run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
-    ins.model.change(model_inputs, ins.model, [*ins.per_model(), status], api_visibility="private")
+    ins.model.change(refusing(status, model_inputs), ins.model, [*ins.per_model(), status], api_visibility="private")
     ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
-    ins.examples.click(pick_example, [ins.examples, ins.model], [ins.prompt, *ins.per_example(), status],
-                       api_visibility="private")
+    ins.examples.click(refusing(status, pick_example), [ins.examples, ins.model],
+                       [ins.prompt, *ins.per_example(), status], api_visibility="private")
     return run_event
+
+
+class PanelView(TabView):
+    """One run of a PanelTab in its panels: `renderer(model, tokenizer, run)` turns the snapshots of
+    `decode` into updates (with `empty(message)` before the first, and the prompt ids it decodes),
+    which `panels.show` draws; `panels.cleared()` are no results, so a new run's go at once."""
+
+    def __init__(self, run: Run, panels: Any, throttle_s: float, renderer: Callable, decode: Callable) -> None:
+        super().__init__(run.choice, panels.status)
+        self.run, self.panels, self.throttle_s = run, panels, throttle_s
+        self.make_renderer, self.decode = renderer, decode
+        self.renderer: Any = None
+
+    def loading(self, text: str) -> Outputs:
+        return self.message(text) | self.panels.cleared()
+
+    def start(self, model: Any, tokenizer: Any) -> tuple[Outputs, RunJob]:
+        self.renderer = self.make_renderer(model, tokenizer, self.run)
+        first = self.panels.show(self.renderer.empty("Starting...")) | self.panels.cleared()
+        return first, RunJob(self.decode, self.run, self.renderer.prompt_ids, self.throttle_s)
+
+    def show(self, snapshot: Any) -> Outputs:
+        return self.panels.show(self.renderer.update(snapshot))
 
 
 class PanelTab:
     """A tab whose Run sends its input panel (the Race, the Drift tab): the handler checks what was sent
-    once (check_run) and streams the run as the tab's view shows it. A subclass says what its policy
-    picker offers, whether EntropyCache races the pick, and the view."""
+    once (check_run) and streams the run as a PanelView. A subclass says what its policy picker offers,
+    whether EntropyCache races the pick, and how a run decodes (`decode`, its snapshots) and is drawn
+    (`renderer`, into the tab's panels)."""
 
     offered: ClassVar[list[str]]
     against_ours: ClassVar[bool]
     name: ClassVar[str]  # the tab's, as a visitor's runs under way are counted per tab
+    renderer: ClassVar[Callable]  # (model, tokenizer, run) -> the run's renderer
+    decode: ClassVar[Callable]  # (model, prompt_ids, run, throttle_s, should_stop) -> snapshots
 
     def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
         self.ctx, self.inputs, self.panels = ctx, inputs, panels
         self.runner = TabRunner(ctx, panels.status, tab=self.name)
 
-    def view(self, run: Run) -> TabView:
-        raise NotImplementedError
+    @property
+    def status(self) -> gr.HTML:
+        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
+        return self.panels.status
 
-    def run(self, *values: object, request: gr.Request = None) -> Iterator[Outputs]:
+    def view(self, run: Run) -> PanelView:
+        return PanelView(run, self.panels, self.ctx.throttle_s, self.renderer, self.decode)
+
+    def run(self, request: gr.Request | None = None, **sent: object) -> Iterator[Outputs]:
         """Check, then stream the run: the tab's panels after each throttled snapshot.
 
-        `values`: RUN_INPUTS; the HTTP API names them (run_signature)."""
-        raw, request = raw_run(values, request)
+        `sent`: the panel's inputs by name (Inputs.for_run), as the HTTP API names them too."""
+        raw = RawRun.of(sent)
         yield from self.runner.run(request, lambda: self.view(check_run(self.ctx.registry, raw, self.offered,
                                                                         self.against_ours)))
-
-
-PanelTab.run.__signature__ = run_signature()  # so that the HTTP API names each input (`/run`'s dllm_cache_rho)

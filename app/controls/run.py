@@ -10,16 +10,18 @@ built, so no raw value travels further and nothing is built twice. No gradio her
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
 from app.controls.sent import check_choice, check_unicode
 from app.serving.budget import Decode, check_decodes
-from app.serving.registry import ModelRegistry
+from app.serving.registry import ModelChoice, ModelRegistry, most_tokens
 from core.decoder import DecodeConfig
+from core.loading import chat_prompt_ids
 from core.policies import CachePolicy, make_policy
+from core.policies.entropy import EntropyCache
 
 MAX_PROMPT_CHARS = 6000  # the longest example prompt (a passage of ~1,000 tokens) is ~4,500
 
@@ -29,8 +31,16 @@ class RawRun(NamedTuple):
     prompt: object
     model: object
     policy: object  # the picked policy: the Race's compared side, the Drift tab's probed one
-    numbers: dict  # by RUN_CONTROLS key
+    numbers: dict  # by RUN_CONTROLS key, and any other name sent (refused by check_run)
     compared: dict  # by PEER_CONTROLS key, those sent
+
+    @classmethod
+    def of(cls, sent: dict) -> RawRun:
+        """A run's inputs by name (the panel's, Inputs.for_run, or an API client's keywords)."""
+        rest = {key: value for key, value in sent.items() if key not in ("prompt", "model", "policy")}
+        numbers = {key: value for key, value in rest.items() if key not in PEER_CONTROLS}
+        compared = {key: value for key, value in rest.items() if key in PEER_CONTROLS}
+        return cls(sent.get("prompt"), sent.get("model"), sent.get("policy"), numbers, compared)
 
 
 @dataclass(frozen=True)
@@ -51,21 +61,53 @@ class LaneRun:
 @dataclass(frozen=True)
 class Run:
     prompt: str
-    model: str  # the registry's label
+    choice: ModelChoice  # the model, looked up once
     config: DecodeConfig  # the settings the controls say: EntropyCache's in the Race
     # The Race's lanes, left to right; the Drift tab's one decode.
     lanes: tuple[LaneRun, ...]
     settings: dict  # the checked controls by name, as a trace records them (0: an optional one unset)
+    # The ids every lane decodes, as the prompt's check tokenized them; None where the model's tokenizer
+    # was not at hand then (a GPU model not loaded yet): the renderer tokenizes once it is (ids).
+    prompt_ids: tuple[int, ...] | None = None
+
+    @property
+    def model(self) -> str:
+        """The registry's label of the model."""
+        return self.choice.label
 
     @property
     def policies(self) -> tuple[CachePolicy, ...]:
         return tuple(lane.policy for lane in self.lanes)
 
     @property
+    def tau(self) -> float | None:
+        """EntropyCache's threshold in this run (None: no lane decides by entropy)."""
+        return next((lane.policy.tau for lane in self.lanes if isinstance(lane.policy, EntropyCache)), None)
+
+    def ids(self, tokenizer) -> list[int]:
+        """The prompt ids every lane decodes (core.loading.chat_prompt_ids), tokenized once."""
+        return list(self.prompt_ids) if self.prompt_ids is not None else chat_prompt_ids(tokenizer, self.prompt)
+
+    @property
     def max_steps(self) -> int:
         """The most steps a lane takes: one token per step, or `steps`. (With a threshold a block runs
         until it is done, at least one token a step: gen length steps at most.)"""
         return max(lane.config.steps or lane.config.gen_len for lane in self.lanes)
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """A Race or Drift run as its device decodes it (the tab runner's Job): `decode` is the tab's
+    snapshots function (app/race/decode.py race_snapshots, app/drift/decode.py drift_snapshots), a
+    module-level function, so the job stays plain data that pickles into ZeroGPU's worker."""
+
+    decode: Callable[..., Iterator]  # (model, prompt_ids, run, throttle_s, should_stop) -> snapshots
+    run: Run
+    prompt_ids: list[int]
+    throttle_s: float
+
+    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator:
+        return self.decode(model, self.prompt_ids, self.run, self.throttle_s, should_stop)
 
 
 def check_prompt(prompt: object) -> str:
@@ -82,24 +124,25 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     Compared policies' controls that were sent are checked whichever policy they belong to; the
     picked one's missing ones take their defaults."""
     text = check_prompt(raw.prompt)
-    check_choice(raw.model, registry.labels, "model")
+    choice = registry.choice(raw.model)
     check_choice(raw.policy, offered, "policy")
-    missing, extra = sorted(set(RUN_CONTROLS) - set(raw.numbers)), sorted(set(raw.numbers) - set(RUN_CONTROLS))
-    unknown = sorted(set(raw.compared) - set(PEER_CONTROLS))
-    if missing or extra or unknown:
-        raise ValueError(f"bad controls: missing {missing}, unknown {extra + unknown}")
+    missing = sorted(set(RUN_CONTROLS) - set(raw.numbers))
+    unknown = sorted(set(raw.numbers) - set(RUN_CONTROLS)) + sorted(set(raw.compared) - set(PEER_CONTROLS))
+    if missing or unknown:
+        raise ValueError(f"bad controls: missing {missing}, unknown {unknown}")
     values = {key: control.check(raw.numbers[key]) for key, control in RUN_CONTROLS.items()}
     peers = {key: PEER_CONTROLS[key].check(value) for key, value in raw.compared.items()}
     config = decode_config(values, registry.graphs)
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
-    prompt_len = registry.check_prompt(str(raw.model), text)
-    settings = {"prompt": text, "model": str(raw.model), "policy": str(raw.policy), **values, "compared_params": own}
+    ids = registry.check_prompt(choice.label, text)
+    prompt_len = len(ids) if ids is not None else most_tokens(text)
+    settings = {"prompt": text, "model": choice.label, "policy": str(raw.policy), **values, "compared_params": own}
     lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (
         LaneRun("left", _picked(str(raw.policy), own, ours), config),)
     check_decodes([Decode(prompt_len + lane.config.gen_len, lane.config.steps or lane.config.gen_len)
-                   for lane in lanes], registry.choice(raw.model).device)
-    return Run(text, str(raw.model), config, lanes, settings)
+                   for lane in lanes], choice.device)
+    return Run(text, choice, config, lanes, settings, None if ids is None else tuple(ids))
 
 
 def race_lanes(picked: str, own: dict, ours: dict, config: DecodeConfig) -> tuple[LaneRun, ...]:

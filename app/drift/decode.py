@@ -50,16 +50,3 @@ def drift_snapshots(
                 return
     finally:
         decoder.close()
-
-
-@dataclass(frozen=True)
-class DriftJob:
-    """A diagnostic decode as its device runs it (the tab runner's Job): plain data, pickled into
-    ZeroGPU's worker."""
-
-    run: Run
-    prompt_ids: list[int]
-    throttle_s: float = DEFAULT_THROTTLE_S
-
-    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator[DriftSnapshot]:
-        return drift_snapshots(model, self.prompt_ids, self.run, self.throttle_s, should_stop)

@@ -8,20 +8,32 @@ Data flows one way: the decoder yields events, this module only reads them. No g
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
-from app.controls.declared import OURS
 from app.controls.run import Run
 from app.drift.decode import DriftSnapshot
 from app.drift.plots import change_scatter, drift_heatmap, staleness_figure, volatility_figure
 from app.widgets.banner import banner
+from app.widgets.explain import explain_step
 from app.widgets.lane_plots import step_axis
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
 from core.diagnostics import drift_analysis, volatility_curve
 from core.events import StepEvent
-from core.loading import answer_text, chat_prompt_ids
+from core.loading import answer_text
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    """What the Explain panel needs of a finished decode (kept in the session's gr.State)."""
+    model: str  # the model's label: its tokenizer decodes the tokens
+    events: tuple  # the StepEvents core yielded, as they came
+
+    def explain(self, i: int, tokenizer) -> str:
+        """Step i, told from its own event and the next one's."""
+        after = self.events[i + 1] if i + 1 < len(self.events) else None
+        return explain_step(self.events[i], after, tokenizer)
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,11 @@ class DriftUpdate:
     analysis: dict  # core.diagnostics.drift_analysis of the events so far
     curve: dict[int, float]  # core.diagnostics.volatility_curve of the events so far
     events: tuple[StepEvent, ...]
-    final_text: str | None = None  # only on the last update of a decode that ran to the end
+    # Only on the last update of a decode that ran to the end: its text, the decode for the Explain
+    # panel, and the explanation of its last step.
+    final_text: str | None = None
+    record: DriftRun | None = None
+    explanation: str = ""
 
 
 class DriftRenderer:
@@ -45,18 +61,22 @@ class DriftRenderer:
         cfg = model.config
         self.run = run
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # the ids the decode gets
+        self.prompt_ids = run.ids(tokenizer)  # the ids the decode gets
         self.max_steps = run.max_steps
         self.n_layers = cfg.n_layers
         self.text = TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids)
         self.policy = run.policies[0].describe()
-        self.tau = run.settings["tau"] if run.settings["policy"] == OURS else None  # a threshold only ours has
+        self.tau = run.tau  # a threshold only ours has
 
     def empty(self, message: str) -> DriftUpdate:
         return self._render((), message, finished=False)
 
     def update(self, snap: DriftSnapshot) -> DriftUpdate:
-        return self._render(snap.events, "", snap.finished)
+        update = self._render(snap.events, "", snap.finished)
+        if update.final_text is None:
+            return update
+        record = DriftRun(self.run.model, snap.events)
+        return replace(update, record=record, explanation=record.explain(len(snap.events) - 1, self.tokenizer))
 
     def _render(self, events: tuple[StepEvent, ...], message: str, finished: bool) -> DriftUpdate:
         analysis = drift_analysis(list(events), self.text.eos_ids)

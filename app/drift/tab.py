@@ -14,13 +14,11 @@ from gradio.blocks import Block
 
 from app.controls.declared import probed_policies
 from app.controls.panel import PanelTab, build_inputs, raw_slider, wire_inputs
-from app.controls.run import Run
-from app.drift.decode import DriftJob
-from app.drift.render import DriftRenderer, DriftUpdate
+from app.drift.decode import drift_snapshots
+from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
-from app.serving.runner import Outputs, TabView
-from app.widgets.banner import banner, refused
-from app.widgets.explain import explain_step
+from app.serving.runner import Outputs
+from app.widgets.banner import banner, refuses
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics
@@ -35,16 +33,8 @@ in no step's time. Pick a story and a word problem from the examples to see wher
 and where it does not. *Explain a step* tells each step in the policy's own words."""
 
 
-@dataclass(frozen=True)
-class DriftRun:
-    """What the Explain panel needs of a finished decode (kept in the session's gr.State)."""
-    model: str  # the model's label: its tokenizer decodes the tokens
-    events: tuple  # the StepEvents core yielded, as they came
-
-    def explain(self, i: int, tokenizer) -> str:
-        """Step i, told from its own event and the next one's."""
-        after = self.events[i + 1] if i + 1 < len(self.events) else None
-        return explain_step(self.events[i], after, tokenizer)
+# What `/drift` returns, by name, in order (app/client.py reads them so).
+DRIFT_OUTPUTS = ("status", "text", "scatter", "staleness", "heatmap", "volatility", "final", "step", "explanation")
 
 
 @dataclass(frozen=True)
@@ -61,48 +51,27 @@ class DriftPanels:
     explanation: gr.Markdown
 
     def outputs(self) -> list[Block]:
-        """What a diagnostic decode updates, in the HTTP API's order (`/drift`; the state stays server-side)."""
-        return [self.status, self.text, self.scatter, self.staleness, self.heatmap, self.volatility, self.final,
-                self.record, self.step, self.explanation]
+        """What a diagnostic decode updates: DRIFT_OUTPUTS in the HTTP API's order, then the session's
+        record, which stays server-side."""
+        return [*(getattr(self, name) for name in DRIFT_OUTPUTS), self.record]
 
     def show(self, update: DriftUpdate) -> Outputs:
-        return {self.status: update.banner_html, self.text: update.text_html, self.scatter: update.scatter_fig,
-                self.staleness: update.staleness_fig, self.heatmap: update.heatmap_fig,
-                self.volatility: update.volatility_fig}
+        """The banner, the text and the figures; at the end, the final text and the Explain panel on the
+        last step."""
+        out = {self.status: update.banner_html, self.text: update.text_html, self.scatter: update.scatter_fig,
+               self.staleness: update.staleness_fig, self.heatmap: update.heatmap_fig,
+               self.volatility: update.volatility_fig}
+        return out if update.record is None else out | self.finished(update)
 
     def cleared(self) -> Outputs:
         """A new decode: the previous one's results and explanation go."""
         return {self.final: "", self.record: None, self.explanation: NO_RUN,
                 self.step: gr.Slider(minimum=0, maximum=1, value=0, interactive=False)}
 
-    def finished(self, update: DriftUpdate, record: DriftRun, tokenizer) -> Outputs:
-        """The final text, and the Explain panel on the last step."""
-        last = len(record.events) - 1
-        return {self.final: update.final_text, self.record: record, self.explanation: record.explain(last, tokenizer),
+    def finished(self, update: DriftUpdate) -> Outputs:
+        last = len(update.events) - 1
+        return {self.final: update.final_text, self.record: update.record, self.explanation: update.explanation,
                 self.step: gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True)}
-
-
-class DriftView(TabView):
-    """One diagnostic decode in the tab's panels."""
-
-    def __init__(self, run: Run, panels: DriftPanels, throttle_s: float) -> None:
-        super().__init__(run.model, panels.status)
-        self.run, self.panels, self.throttle_s = run, panels, throttle_s
-        self.renderer: DriftRenderer | None = None
-        self.tokenizer = None
-
-    def start(self, model, tokenizer) -> tuple[Outputs, DriftJob]:
-        self.renderer = DriftRenderer(model, tokenizer, self.run)
-        self.tokenizer = tokenizer
-        first = self.panels.show(self.renderer.empty("Starting...")) | self.panels.cleared()
-        return first, DriftJob(self.run, self.renderer.prompt_ids, self.throttle_s)
-
-    def show(self, snapshot) -> Outputs:
-        update = self.renderer.update(snapshot)
-        if update.final_text is None:
-            return self.panels.show(update)
-        record = DriftRun(self.run.model, update.events)
-        return self.panels.show(update) | self.panels.finished(update, record, self.tokenizer)
 
 
 class DriftTab(PanelTab):
@@ -111,9 +80,8 @@ class DriftTab(PanelTab):
     offered = probed_policies()
     against_ours = False
     name = "drift"
-
-    def view(self, run: Run) -> DriftView:
-        return DriftView(run, self.panels, self.ctx.throttle_s)
+    renderer = DriftRenderer
+    decode = staticmethod(drift_snapshots)
 
     def explain(self, step: object, record: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode (a
@@ -127,12 +95,10 @@ class DriftTab(PanelTab):
         _, tokenizer = self.ctx.registry.get(record.model)
         return record.explain(int(step), tokenizer)
 
+    @refuses
     def on_step(self, step: object, record: DriftRun | None) -> Outputs:
-        """The step slider's handler: the explanation, or why the step was refused in the status line."""
-        try:
-            return {self.panels.explanation: self.explain(step, record)}
-        except ValueError as e:
-            return {self.panels.status: refused(str(e))}
+        """The step slider's handler: the explanation of the step."""
+        return {self.panels.explanation: self.explain(step, record)}
 
 
 def build_drift_panels() -> DriftPanels:

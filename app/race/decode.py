@@ -18,6 +18,7 @@ from contextlib import closing
 from dataclasses import dataclass, field, replace
 
 from app.controls.run import Run
+from app.serving.closing import close
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
@@ -100,9 +101,7 @@ def race(
                 throttle.rendered()
     finally:
         for d in decoders:
-            close = getattr(d, "close", None)
-            if close is not None:
-                close()
+            close(d)
 
 
 def _advance(lane: Lane, decoder: Iterator[StepEvent]) -> bool:
@@ -137,15 +136,3 @@ def race_snapshots(
                       capture_s=captured, floor_s=floor_s)) as snapshots:
         for snap in snapshots:  # a failed capture (core.passes.capture_failure) is said in the status line
             yield replace(snap, graphs_failed=capture_failure(model))
-
-
-@dataclass(frozen=True)
-class RaceJob:
-    """A race as its device runs it (the tab runner's Job): plain data, pickled into ZeroGPU's worker."""
-
-    run: Run
-    prompt_ids: list[int]
-    throttle_s: float = DEFAULT_THROTTLE_S
-
-    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator[Snapshot]:
-        return race_snapshots(model, self.prompt_ids, self.run, self.throttle_s, should_stop)

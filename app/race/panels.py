@@ -3,8 +3,9 @@ entropy trace, recomputed rows; the middle lane shown only in a race that has on
 and how a rendered Update (app/race/render.py) fills them. A race and its replay draw into the same
 panels.
 
-Every output has a name (OUTPUT_NAMES, in the HTTP API's order), so that a client reads a race's
-outputs by name (app/race/client.py), not by position.
+Every output has a name (OUTPUT_NAMES, in the HTTP API's order), declared once: the handlers' outputs
+are looked up by it (RacePanels.named), and a client reads a race's outputs by it (app/client.py), not
+by position.
 """
 
 from __future__ import annotations
@@ -52,10 +53,6 @@ class LanePanels:
     rows: gr.Plot
     final: gr.Textbox  # the lane's final text, under "Result"
 
-    def drawn(self) -> list[Block]:
-        """What a race and a replay draw at every update, in LANE_PARTS' order."""
-        return [self.speed, self.text, self.entropy, self.rows]
-
     def show(self, lane: LaneView) -> Outputs:
         return {self.speed: lane.speed_html, self.text: lane.text_html, self.entropy: lane.entropy_fig,
                 self.rows: lane.rows_fig}
@@ -67,22 +64,24 @@ class RacePanels:
     time: gr.HTML  # where each lane's time goes (app/race/time_panel.py)
     lanes: dict[str, LanePanels]  # by side: left, middle, right
     middle: gr.Column  # the middle lane, shown only in a race that has one
-    middle_final: gr.Textbox  # its final text, shown with it
     parted: gr.HTML  # where the finished lanes' texts part (app/race/parted.py)
     summary: gr.Dataframe
     trace: gr.File  # the whole trace, to download (and to replay)
 
+    def named(self, name: str) -> Block:
+        """The output called `name` (OUTPUT_NAMES, DRAWN_NAMES): 'status', or a lane's part, 'left.speed'."""
+        side, _, part = name.rpartition(".")
+        return getattr(self.lanes[side], part) if side else getattr(self, name)
+
     def outputs(self) -> list[Block]:
-        """What a race updates, in the HTTP API's order (OUTPUT_NAMES)."""
-        lanes = [c for side in SIDES for c in self.lanes[side].drawn()]
-        return [self.status, self.time, *lanes, self.middle, self.parted, *(self.lanes[side].final for side in SIDES),
-                self.summary, self.trace]
+        """What a race updates: OUTPUT_NAMES in the HTTP API's order, and the middle lane's column (a
+        layout block, no output of the HTTP API)."""
+        return [*map(self.named, OUTPUT_NAMES), self.middle]
 
     def drawn(self) -> list[Block]:
-        """What every update of a race or a replay may change: the banner, the time panel, every lane's
-        parts and whether the middle lane shows."""
-        return [self.status, self.time, *(c for side in SIDES for c in self.lanes[side].drawn()), self.middle,
-                self.middle_final]
+        """What every update of a race or a replay may change: DRAWN_NAMES, in the HTTP API's order, and
+        whether the middle lane shows."""
+        return [*map(self.named, DRAWN_NAMES), self.middle]
 
     def show(self, update: Update) -> Outputs:
         """The banner, the time panel and the lanes the race has, and the results once the race has them."""
@@ -94,7 +93,7 @@ class RacePanels:
     def shown(self, sides: tuple[str, ...]) -> Outputs:
         """The middle lane and its final text, visible in a race that has one."""
         middle = "middle" in sides
-        return {self.middle: gr.Column(visible=middle), self.middle_final: gr.Textbox(visible=middle)}
+        return {self.middle: gr.Column(visible=middle), self.lanes["middle"].final: gr.Textbox(visible=middle)}
 
     def results(self, sides: tuple[str, ...], final: Final) -> Outputs:
         texts = {self.lanes[side].final: text for side, text in zip(sides, final.texts)}
@@ -132,4 +131,4 @@ def build_race_panels() -> RacePanels:
     summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False)
     trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
     lanes = {side: LanePanels(**parts[side], final=finals[side]) for side in SIDES}
-    return RacePanels(status, time, lanes, columns["middle"], finals["middle"], parted, summary, trace)
+    return RacePanels(status, time, lanes, columns["middle"], parted, summary, trace)

@@ -21,7 +21,7 @@ from app.race.time_panel import time_html
 from app.race.trace import TRACE_DIR, TraceModel, trace_dict, write_trace
 from app.widgets.lane_plots import entropy_figure, rows_figure, step_axis
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
-from core.loading import answer_text, chat_prompt_ids
+from core.loading import answer_text
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Layout:
         cfg = model.config
         labels = tuple(LaneLabel.of(lane) for lane in run.lanes)
         return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), run.config.gen_len,
-                   run.settings["tau"], run.max_steps, cfg.n_layers, prompt_len, labels)
+                   run.tau, run.max_steps, cfg.n_layers, prompt_len, labels)
 
 
 class Renderer:
@@ -134,7 +134,7 @@ class RaceRenderer(Renderer):
     def __init__(self, model, tokenizer, run: Run, trace_dir: Path = TRACE_DIR) -> None:
         self.run = run
         self.tokenizer = tokenizer
-        self.prompt_ids = chat_prompt_ids(tokenizer, run.prompt)  # every decoder gets these very ids
+        self.prompt_ids = run.ids(tokenizer)  # every decoder gets these very ids
         super().__init__(Layout.for_run(model, tokenizer, run, len(self.prompt_ids)))
         self.trace_dir = trace_dir
 

@@ -32,7 +32,7 @@ from app.race.replay import DEFAULT_PACE, PACES, Replay
 from app.race.replay_store import DROPPED, ReplayStore, StoredReplay
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
 from app.serving.runner import Outputs
-from app.widgets.banner import banner, refused
+from app.widgets.banner import banner, refuses
 from app.widgets.explain import explain_step
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
@@ -42,8 +42,8 @@ measured compute time, so the faster policy still pulls ahead by the measured ra
 again. Or load a trace downloaded from this app (also one recorded on a GPU).
 **Keys** (outside a text box): **space** plays or pauses, **left / right arrow** step back / forward."""
 NO_REPLAY = "Nothing to replay yet: run a race first (then press Replay this race), or load a trace file."
-# What a replay's endpoints return, in order (ReplayPanel.outputs): what a race draws, each lane's story,
-# the frame slider and the frame number.
+# What a replay's endpoints return, by name, in order (ReplayPanel.outputs): what a race draws, each lane's
+# story, the frame slider and the frame number.
 REPLAY_OUTPUT_NAMES = (*DRAWN_NAMES, *(f"{side}.story" for side in SIDES), "slider", "frame")
 REPLAY_CONCURRENCY = 16  # playing replays sleep between frames: they hold a worker, not the CPU
 TRACE_READS = 1  # traces read at once: reading one takes several times its size while it lasts
@@ -141,9 +141,12 @@ class ReplayPanel:
     clock: Callable[[], float] = time.monotonic  # the playbacks' wall clock
 
     def outputs(self) -> list[Block]:
-        """What a frame updates, in the HTTP API's order: the race's banner, time panel and lanes, each
-        lane's story, the frame slider and the frame number."""
-        return [*self.race.drawn(), *(self.race.lanes[side].story for side in SIDES), self.slider, self.frame]
+        """What a frame updates: REPLAY_OUTPUT_NAMES in the HTTP API's order (the race's banner, time panel
+        and lanes, each lane's story, the frame slider and the frame number), and whether the middle lane
+        shows."""
+        own = {"slider": self.slider, "frame": self.frame}
+        named = [own[name] if name in own else self.race.named(name) for name in REPLAY_OUTPUT_NAMES]
+        return [*named, self.race.middle]
 
     def show_frame(self, replay: Replay, n: int, state: str, renderer: Renderer | None = None) -> Outputs:
         renderer = renderer or Renderer(replay.layout(), cursor=True)
@@ -156,9 +159,10 @@ class ReplayPanel:
             out[self.race.lanes[side].story] = story(replay, lane, shown, renderer)
         return out | {self.slider: gr.Slider(maximum=len(replay), value=n), self.frame: n}
 
-    def refused(self, error: ValueError) -> Outputs:
-        """Only the race's status line changes, to say why."""
-        return {self.race.status: refused(str(error))}
+    @property
+    def status(self) -> gr.HTML:
+        """The race's status line: where the replay's handlers refuse what they were sent (refuses)."""
+        return self.race.status
 
     def stored(self, stored: object) -> Replay | None:
         """The session's replay; a ValueError if the store dropped it (None: it never had one)."""
@@ -170,23 +174,19 @@ class ReplayPanel:
         """Halt the session's replay if it is playing: the frame on screen, or None if none was playing."""
         return self.playbacks.halt(stored.key) if isinstance(stored, StoredReplay) else None
 
+    @refuses
     def load(self, path: object, stored: object = None) -> Outputs:
         """A trace file as the session's replay, in place of the one it had."""
         self.halt(stored)
-        try:
-            replay = load_trace_file(path)
-            kept = self.store.put(replay, replacing=stored)
-        except ValueError as e:
-            return self.refused(e)
+        replay = load_trace_file(path)
+        kept = self.store.put(replay, replacing=stored)
         return {self.replay: kept} | self.show_frame(replay, 0, "loaded")
 
+    @refuses
     def show(self, stored: object, frame: object) -> Outputs:
         """Frame `frame` (typed, or the slider's), the replay paused there."""
         self.halt(stored)
-        try:
-            replay, n = check_frame(self.stored(stored), frame)
-        except ValueError as e:
-            return self.refused(e)
+        replay, n = check_frame(self.stored(stored), frame)
         return self.show_frame(replay, n, "paused")
 
     def pause(self, stored: object, frame: object) -> Outputs:
@@ -194,23 +194,18 @@ class ReplayPanel:
         on_screen = self.halt(stored)
         return self.show(stored, frame if on_screen is None else on_screen)
 
+    @refuses
     def step(self, stored: object, frame: object, delta: int) -> Outputs:
         on_screen = self.halt(stored)
-        try:
-            replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
-        except ValueError as e:
-            return self.refused(e)
+        replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
         return self.show_frame(replay, replay.clamp(n + delta), "paused")
 
+    @refuses
     def play(self, stored: object, frame: object, pace: object) -> Iterator[Outputs]:
         """Frames at `pace` from `frame` on, each update carrying only what changed since the last."""
         on_screen = self.halt(stored)
-        try:
-            replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
-            pace = check_pace(pace)
-        except ValueError as e:
-            yield self.refused(e)
-            return
+        replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
+        pace = check_pace(pace)
         start = 0 if n == len(replay) else n  # at the end, Play starts over
         renderer = Renderer(replay.layout(), cursor=True)  # one per playback: unchanged lanes are not redrawn
         playback = self.playbacks.start(stored.key, start)
@@ -227,15 +222,13 @@ class ReplayPanel:
 
 
 def changed(out: Outputs, sent: dict) -> Outputs:
-    """`out` with each value the page already has (the same object, or equal text, as sent last) left
-    unchanged (gr.skip()), so a frame carries only what moved; `sent` is updated with the rest."""
-    for block, value in out.items():
-        before = sent.get(block, _NOTHING)
-        if before is value or (isinstance(value, str) and before == value):
-            out[block] = gr.skip()
-        else:
-            sent[block] = value
-    return out
+    """The outputs of `out` the page does not have yet (not the same object, nor equal text, as sent
+    last), so a frame carries only what moved (Gradio leaves an output a handler does not name as it
+    is); `sent` is updated with them."""
+    new = {block: value for block, value in out.items()
+           if not (sent.get(block, _NOTHING) is value or (isinstance(value, str) and sent.get(block) == value))}
+    sent.update(new)
+    return new
 
 
 _NOTHING = object()
@@ -273,8 +266,8 @@ def build_replay_panel(race: RacePanels, run_button: gr.Button, store: ReplaySto
                         concurrency_limit=REPLAY_CONCURRENCY, api_name="replay_play")
     stops = [played]  # the handlers that move the replay halt its playback themselves (app/race/playback.py)
     loading = dict(cancels=stops, concurrency_id="replay_load", concurrency_limit=TRACE_READS)
-    replay_race.click(panel.load, [race.trace, replay], [replay, *outputs], api_name="replay_race", **loading)
-    upload.upload(panel.load, [upload, replay], [replay, *outputs], api_name="replay_load", **loading)
+    replay_race.click(panel.load, [race.trace, replay], [*outputs, replay], api_name="replay_race", **loading)
+    upload.upload(panel.load, [upload, replay], [*outputs, replay], api_name="replay_load", **loading)
     pause.click(panel.pause, [replay, frame], outputs, api_name="replay_pause")
     frame.submit(panel.show, [replay, frame], outputs, api_name="replay_show")
     slider.release(panel.show, [replay, slider], outputs, api_visibility="private")

@@ -13,20 +13,21 @@ panels of app/race/panels.py.
 
 from __future__ import annotations
 
+from functools import partial
+
 import gradio as gr
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.panel import Inputs, Opening, PanelTab, build_inputs, wire_inputs
 from app.controls.presets import DEFAULT_PRESET, PRESETS, Preset
-from app.controls.run import Run
-from app.race.decode import RaceJob
-from app.race.panels import RacePanels, build_race_panels
+from app.race.decode import race_snapshots
+from app.race.panels import build_race_panels
 from app.race.render import RaceRenderer
 from app.race.replay_panel import build_replay_panel
 from app.serving.context import AppContext
 from app.serving.registry import ModelRegistry
-from app.serving.runner import Outputs, TabView
-from app.widgets.banner import refused
+from app.serving.runner import Outputs
+from app.widgets.banner import refusing
 
 INTRO = """# EntropyCache: a decode race
 The decoders unmask the same prompt with the same seed. **Left:** what you compare against, by default
@@ -41,35 +42,14 @@ page and other visitors' runs never count. A cache pays where the prompt is long
 long few-shot prompt, as the paper does."""
 
 
-class RaceView(TabView):
-    """One race in the tab's panels."""
-
-    def __init__(self, run: Run, panels: RacePanels, throttle_s: float) -> None:
-        super().__init__(run.model, panels.status)
-        self.run, self.panels, self.throttle_s = run, panels, throttle_s
-        self.renderer: RaceRenderer | None = None
-
-    def loading(self, text: str) -> Outputs:
-        return self.message(text) | self.panels.cleared()  # the previous race's results go at once
-
-    def start(self, model, tokenizer) -> tuple[Outputs, RaceJob]:
-        self.renderer = RaceRenderer(model, tokenizer, self.run)
-        first = self.panels.show(self.renderer.empty("Starting...")) | self.panels.cleared()
-        return first, RaceJob(self.run, self.renderer.prompt_ids, self.throttle_s)
-
-    def show(self, snapshot) -> Outputs:
-        return self.panels.show(self.renderer.update(snapshot))
-
-
 class RaceTab(PanelTab):
     """The compared lane (the pick) against EntropyCache."""
 
     offered = raced_policies()
     against_ours = True
     name = "race"
-
-    def view(self, run: Run) -> RaceView:
-        return RaceView(run, self.panels, self.ctx.throttle_s)
+    renderer = RaceRenderer
+    decode = staticmethod(race_snapshots)
 
 
 def preset_opening(preset: Preset) -> Opening:
@@ -100,12 +80,7 @@ def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.
     """Each preset's button (by key) sets the inputs as the preset says (a model not offered: said in `status`)."""
     outputs = [inputs.prompt, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS), status]
     for preset in PRESETS:
-        def apply(label: object, preset: Preset = preset) -> Outputs:
-            try:
-                return preset_inputs(registry, inputs, preset, label)
-            except ValueError as e:
-                return {status: refused(str(e))}
-
+        apply = refusing(status, partial(preset_inputs, registry, inputs, preset))
         buttons[preset.key].click(apply, inputs.model, outputs, api_visibility="private")
 
 

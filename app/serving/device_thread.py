@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import TypeVar
 
+from app.serving.closing import close
 from core.device import usable_cpus
 
 T = TypeVar("T")
@@ -61,9 +62,7 @@ class DeviceThread:
             while (item := self.call(next, items, _END)) is not _END:
                 yield item
         finally:
-            close = getattr(items, "close", None)
-            if close is not None:
-                self.call(close)
+            self.call(close, items)
 
     def serve(self, until: Callable[[], bool] = lambda: False, poll_s: float = 0.1) -> None:
         """Run callers' jobs on this thread until `until()` is true or an exception (Ctrl-C) stops it;

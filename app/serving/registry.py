@@ -100,17 +100,17 @@ class ModelRegistry:
                     self._loaded[label] = CPU_THREAD.call(load, choice.source, choice.device)
             return self._loaded[label]
 
-    def check_prompt(self, label: str, prompt: str, instead: str = EXAMPLES_INSTEAD) -> int:
+    def check_prompt(self, label: str, prompt: str, instead: str = EXAMPLES_INSTEAD) -> list[int] | None:
         """Before any decoding: a ValueError when the model cannot read the prompt, with core's words
         for which words it does not know (core.loading.chat_prompt_ids), what it was trained on and
         `instead`: what the asking tab offers in its place (the Sweep has held-out sets, not examples);
-        else its length in tokens (for a model whose tokenizer is not at hand, at most: its UTF-8 bytes,
-        each a token at most for a byte-level tokenizer, and the chat template's CHAT_FRAME_TOKENS tokens)."""
+        else the ids the model decodes, or None for a model whose tokenizer is not at hand (a hub model
+        not loaded yet, whose byte-level tokenizer reads any text: most_tokens bounds its length)."""
         tokenizer = self._tokenizer(label)
         if tokenizer is None:
-            return len(prompt.encode("utf-8")) + CHAT_FRAME_TOKENS
+            return None
         try:
-            return len(chat_prompt_ids(tokenizer, prompt))
+            return chat_prompt_ids(tokenizer, prompt)
         except ValueError as e:
             reason = str(e)
             trained_on = self.choice(label).trained_on
@@ -141,6 +141,12 @@ class ModelRegistry:
         for label in on_gpu[: max(0, len(on_gpu) - self.max_gpu_models + 1)]:
             del self._loaded[label]
         torch.cuda.empty_cache()
+
+
+def most_tokens(prompt: str) -> int:
+    """The most tokens a byte-level tokenizer's chat template makes of `prompt`: a token per UTF-8 byte
+    at most, and the template's CHAT_FRAME_TOKENS."""
+    return len(prompt.encode("utf-8")) + CHAT_FRAME_TOKENS
 
 
 def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelChoice:

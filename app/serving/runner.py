@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any, Protocol
 
 import gradio as gr
@@ -23,9 +22,11 @@ import torch
 from gradio.blocks import Block
 
 from app.serving.admission import visitor_of
+from app.serving.closing import closed_after
 from app.serving.context import AppContext
 from app.serving.device_thread import CPU_THREAD
 from app.serving.gpu import GPU_DURATION_S, free_memory, on_gpu
+from app.serving.registry import ModelChoice
 from app.serving.sessions import StopFlag
 from app.serving.turn_queue import in_turns, waiting_text
 from app.widgets.banner import banner, refused
@@ -50,8 +51,8 @@ class TabView(ABC):
     """One run of one tab, as that tab shows it: its outputs before the first snapshot, for each snapshot
     and after the last. The runner's own words (a place in line, loading, Stopped.) go to `status`."""
 
-    def __init__(self, model: str, status: Block) -> None:
-        self.model = model  # the registry's label of the model the run decodes with
+    def __init__(self, choice: ModelChoice, status: Block) -> None:
+        self.choice = choice  # the model the run decodes with, looked up once when the run was checked
         self.status = status  # the tab's banner
 
     def message(self, text: str) -> Outputs:
@@ -142,8 +143,7 @@ class TabRunner:
         return flag.is_set()
 
     def _stream(self, view: TabView, flag: StopFlag, visitor: str, session: str | None) -> Iterator[Outputs]:
-        registry = self.ctx.registry
-        choice = registry.choice(view.model)
+        registry, choice = self.ctx.registry, view.choice
         queue = self.ctx.turn_queue(choice.device)
         ticket = queue.join(record=not self.turn_per_snapshot, visitor=visitor)
         try:
@@ -158,15 +158,15 @@ class TabRunner:
                     yield view.message(waiting_text(ahead, queue.estimate_s(ticket)))
             if self._gone(flag, session):
                 return
-            if not registry.is_loaded(view.model):
+            if not registry.is_loaded(choice.label):
                 yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
-            model, tokenizer = registry.get(view.model)
+            model, tokenizer = registry.get(choice.label)
             first, job = view.start(model, tokenizer)
             yield first
             if choice.device == "cuda":
-                run = self.gpu_snapshots(view.model, flag, job)
+                run = self.gpu_snapshots(choice.label, flag, job)
             else:  # every step on the thread CPU decodes run on (app/serving/device_thread.py)
-                run = CPU_THREAD.iterate(self.snapshots(view.model, flag, job))
+                run = CPU_THREAD.iterate(self.snapshots(choice.label, flag, job))
             with closed_after(run) as snapshots:  # freed if cancelled
                 if self.turn_per_snapshot:
                     queue.leave(ticket)
@@ -182,14 +182,3 @@ class TabRunner:
                 yield last
         finally:
             queue.leave(ticket)
-
-
-@contextmanager
-def closed_after(iterator: Iterator) -> Iterator[Iterator]:
-    """Like contextlib.closing, for iterators that may lack close() (a wrapped GPU generator, say)."""
-    try:
-        yield iterator
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()

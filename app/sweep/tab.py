@@ -25,6 +25,7 @@ from gradio.blocks import Block
 from app.controls.declared import DECODE_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
 from app.controls.sent import check_choice
+from app.controls.sent import shown as shown_value
 from app.serving.budget import check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
@@ -48,7 +49,7 @@ from app.sweep.decode import (
 from app.sweep.export import cli_command, sweep_record, write_downloads
 from app.sweep.point import PICK_HINT, neighbour, point_html
 from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, shown_metric, sweep_table
-from app.widgets.banner import banner
+from app.widgets.banner import banner, refuses
 from app.widgets.text_view import TokenText
 from core.bench import Progress
 from core.loading import chat_prompt_ids
@@ -99,6 +100,18 @@ SWEEP_JS = """
 """
 
 
+# What `/sweep` returns, by name, in order; `/sweep_pick` returns pick_names (app/client.py reads both so).
+SWEEP_OUTPUTS = ("status", "plot", "table", "point", "downloads", "metric")
+LOADED = ("tau", "k")  # what a picked point loads into each target panel
+PICK_OUTPUTS = ("loaded", "plot", "point", "status")
+
+
+def pick_names(targets: Sequence[str]) -> tuple[str, ...]:
+    """`/sweep_pick`'s outputs, by name, in order: each target panel's (by its tab's name) tau and k, then
+    PICK_OUTPUTS."""
+    return (*(f"{target}.{key}" for target in targets for key in LOADED), *PICK_OUTPUTS)
+
+
 @dataclass(frozen=True)
 class SweepResult:
     """The session's last sweep (kept in gr.State): its rows, the text of every token in them (and what
@@ -122,8 +135,9 @@ class SweepPanels:
     result: gr.State  # the session's last sweep (a SweepResult)
 
     def outputs(self) -> list[Block]:
-        """What a sweep updates, in the HTTP API's order (`/sweep`; the state stays server-side)."""
-        return [self.status, self.plot, self.table, self.point, self.downloads, self.metric, self.result]
+        """What a sweep updates: SWEEP_OUTPUTS in the HTTP API's order, then the session's result, which
+        stays server-side."""
+        return [*(getattr(self, name) for name in SWEEP_OUTPUTS), self.result]
 
     def drawn(self, result: SweepResult, metric: str) -> Outputs:
         """The plot and table of `result`, the y axis radio set to what the plot draws."""
@@ -143,8 +157,9 @@ class SweepView(TabView):
     """One sweep in the tab's panels. The plot and table are redrawn only when a prompt has finished
     (the points move only then); the end repeats the whole result, with the downloads."""
 
-    def __init__(self, params: SweepParams, metric: str, panels: SweepPanels, command: str) -> None:
-        super().__init__(params.model, panels.status)
+    def __init__(self, params: SweepParams, choice: ModelChoice, metric: str, panels: SweepPanels,
+                 command: str) -> None:
+        super().__init__(choice, panels.status)
         self.params, self.metric, self.panels, self.command = params, metric, panels, command
         self.shown = 0  # prompts drawn so far
         self.ids: set[int] = set()  # the tokens their texts use, for the texts' pieces
@@ -190,25 +205,24 @@ class SweepView(TabView):
 
 class SweepTab:
     """The Sweep tab's handlers; a picked point loads into the tau and k sliders of `targets` (the Race's
-    and the Drift tab's input panels)."""
+    and the Drift tab's input panels, by their tab's name)."""
 
-    def __init__(self, ctx: AppContext, panels: SweepPanels, targets: Sequence[Inputs],
+    def __init__(self, ctx: AppContext, panels: SweepPanels, targets: dict[str, Inputs],
                  lengths: Sequence[gr.Slider] = ()) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
         self.lengths = lengths  # the gen and block length sliders, which a model sets
         self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
                                 tab="sweep")
 
-    def run(
-        self, model: str, task: str, prompts: str, taus: str, ks: str, problems: float, gen_len: float,
-        block_len: float, steps: float, threshold: float, metric: str, request: gr.Request = None,
-    ) -> Iterator[Outputs]:
-        """Check, then stream the sweep: the banner after each decode, the plot and table after each prompt."""
+    def run(self, request: gr.Request | None = None, **sent: object) -> Iterator[Outputs]:
+        """Check, then stream the sweep: the banner after each decode, the plot and table after each prompt.
+
+        `sent`: the tab's inputs by name (parse_sweep's, and the y axis `metric`), as the HTTP API names them."""
 
         def view() -> SweepView:
-            params = parse_sweep(model, task, prompts, taus, ks, problems, gen_len, block_len, steps, threshold,
-                                 models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
-            shown = _metric(metric)
+            sweep = {key: value for key, value in sent.items() if key != "metric"}
+            params = parse_sweep(**sweep, models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
+            shown = _metric(sent.get("metric"))
             for i, item in enumerate(params.items()):  # a prompt the model cannot read is told before decoding
                 try:
                     self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
@@ -216,65 +230,59 @@ class SweepTab:
                     raise ValueError(f"{params.name(i)}: {e}") from None
             choice = self.ctx.registry.choice(params.model)
             check_sweep(params.decodes, choice.device)
-            return SweepView(params, shown, self.panels, cli_command(params, model_flag(choice), choice.device))
+            command = cli_command(params, model_flag(choice), choice.device)
+            return SweepView(params, choice, shown, self.panels, command)
 
         yield from self.runner.run(request, view)
 
-    def picked_outputs(self) -> list[Block]:
-        """What a picked point updates, in the HTTP API's order (`/sweep_pick`): each target's tau and k,
-        the message, the plot, the point's texts, the status line (a refusal), the state."""
-        sliders = [ins.controls[key] for ins in self.targets for key in ("tau", "k")]
-        p = self.panels
-        return [*sliders, p.loaded, p.plot, p.point, p.status, p.result]
+    def picked_outputs(self) -> dict[str, Block]:
+        """What a picked point updates that an API client gets, by name in its order (pick_names): each
+        target's tau and k, the message, the plot, the point's texts, the status line (a refusal)."""
+        sliders = [ins.controls[key] for ins in self.targets.values() for key in LOADED]
+        return dict(zip(pick_names(list(self.targets)), [*sliders, *(getattr(self.panels, n) for n in PICK_OUTPUTS)]))
 
+    @property
+    def status(self) -> gr.HTML:
+        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
+        return self.panels.status
+
+    @refuses
     def on_model(self, label: object) -> Outputs:
-        """A model's own gen and block length (a model not offered: said in the status line)."""
-        try:
-            c = self.ctx.registry.choice(label)
-        except ValueError as e:
-            return self.runner.refused(str(e))
+        """A model's own gen and block length."""
+        c = self.ctx.registry.choice(label)
         return dict(zip(self.lengths, (c.gen_len, c.block_len)))
 
+    @refuses
     def redraw(self, metric: str, result: SweepResult | None) -> Outputs:
         """The plot again with another y axis (no decoding)."""
-        try:
-            shown = _metric(metric)
-        except ValueError as e:
-            return self.runner.refused(str(e))
+        shown = _metric(metric)
         if result is None:
             return {self.panels.plot: None}
         return {self.panels.plot: pareto_figure(result.rows, shown, result.selected),
                 self.panels.metric: shown_metric(result.rows, shown)}
 
+    @refuses
     def pick_point(self, value: str, metric: str, result: SweepResult | None) -> Outputs:
         """A clicked point: '[tau, k, nonce]' from SWEEP_JS, checked like any other input."""
-        try:
-            tau, k = parse_point(value)
-            shown = _metric(metric)
-        except ValueError as e:
-            return self.runner.refused(str(e))
-        return self._load(tau, k, shown, result)
+        tau, k = parse_point(value)
+        return self._load(tau, k, _metric(metric), result)
 
+    @refuses
     def pick_row(self, metric: str, result: SweepResult | None, evt: gr.SelectData) -> Outputs:
         """A clicked table row, looked up in the session's own results."""
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if result is None or not isinstance(row, int) or not 0 <= row < len(result.rows):
-            return gr.skip()  # not a row of this session's results: nothing changes
-        try:
-            shown = _metric(metric)
-        except ValueError as e:
-            return self.runner.refused(str(e))
+        if result is None or not isinstance(row, int) or not 0 <= row < len(result.rows):  # only a client sends one
+            raise ValueError(f"There is no row {shown_value(row)} in this session's sweep: pick one of its rows.")
+        shown = _metric(metric)
         params = result.rows[row]["params"]
         if "tau" not in params:
             return {self.panels.loaded: "That row is the exact decoder: pick an EntropyCache row."}
         return self._load(params["tau"], params["k"], shown, result)
 
+    @refuses
     def move(self, step: int, metric: str, result: SweepResult | None) -> Outputs:
         """The next point along tau at the picked point's k (`step` -1: lower, +1: higher)."""
-        try:
-            shown = _metric(metric)
-        except ValueError as e:
-            return self.runner.refused(str(e))
+        shown = _metric(metric)
         point = None if result is None else neighbour(result.rows, result.selected, step)
         if point is None:
             return {self.panels.point: NO_SWEEP}
@@ -287,7 +295,7 @@ class SweepTab:
 
     def _load(self, tau: float, k: int, metric: str, result: SweepResult | None) -> Outputs:
         """tau and k into every target, what was loaded said, the point marked on the plot, its texts shown."""
-        out = {ins.controls[key]: value for ins in self.targets for key, value in (("tau", tau), ("k", k))}
+        out = {ins.controls[key]: value for ins in self.targets.values() for key, value in zip(LOADED, (tau, k))}
         message = f"Loaded **tau {tau:g}, k {k}** into the Race and Drift tabs."
         if result is None:
             return out | {self.panels.loaded: message}
@@ -309,9 +317,9 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(sweep_table(rows), columns=TABLE_HEADERS)
 
 
-def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
+def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
     """The tab's layout and events (call inside a gr.Tab). load_into: the input panels whose tau and k a
-    picked point sets (the Race's and the Drift tab's)."""
+    picked point sets (the Race's and the Drift tab's), by their tab's name."""
     registry = ctx.registry
     first = registry.choice(registry.labels[0])
     gr.Markdown(INTRO)
@@ -349,14 +357,15 @@ def build_sweep_tab(ctx: AppContext, load_into: Sequence[Inputs]) -> SweepTab:
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
     tab = SweepTab(ctx, panels, load_into, decoding[:2])
 
-    wire_run(run, stop, ctx, tab.run, [model, task, prompts, taus, ks, problems, *decoding, metric], panels.outputs(),
-             "sweep", status)
+    sent = {"model": model, "task": task, "prompts": prompts, "taus": taus, "ks": ks, "problems": problems,
+            **dict(zip(DECODING, decoding)), "metric": metric}
+    wire_run(run, stop, ctx, tab.run, sent, panels.outputs(), "sweep", status)
     model.change(tab.on_model, model, [*decoding[:2], status], api_visibility="private")
-    prompts.change(lambda text: OWN_PROMPTS if isinstance(text, str) and text.strip() else gr.skip(), prompts, task,
-                   queue=False, api_visibility="private")  # prompts typed or pasted: sweep them
+    prompts.change(lambda text, picked: OWN_PROMPTS if isinstance(text, str) and text.strip() else picked,
+                   [prompts, task], task, queue=False, api_visibility="private")  # prompts typed or pasted: sweep them
     metric.change(tab.redraw, [metric, panels.result], [panels.plot, status, metric], queue=False,
                   api_visibility="private")
-    picked = tab.picked_outputs()
+    picked = [*tab.picked_outputs().values(), panels.result]
     pick.change(tab.pick_point, [pick, metric, panels.result], picked, queue=False, api_name="sweep_pick")
     panels.table.select(tab.pick_row, [metric, panels.result], picked, queue=False, api_visibility="private")
     lower.click(lambda m, r: tab.move(-1, m, r), [metric, panels.result], picked, queue=False, api_visibility="private")
