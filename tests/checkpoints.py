@@ -104,8 +104,8 @@ def _added_tokens_decoder(ids: dict[str, int]) -> dict[str, dict]:
     return {str(i): {"content": t, **entry} for t, i in ids.items()}
 
 
-def write_llada(folder: Path, hf: LlamaForCausalLM) -> dict:
-    """LLaDA-8B-Instruct's layout from a transformers Llama model; returns the config written."""
+def write_llada(folder: Path, hf: LlamaForCausalLM) -> Path:
+    """LLaDA-8B-Instruct's layout from a transformers Llama model, written into `folder`; returns it."""
     folder.mkdir(parents=True, exist_ok=True)
     c = hf.config
     rename = {
@@ -208,11 +208,12 @@ def write_llada(folder: Path, hf: LlamaForCausalLM) -> dict:
     (folder / "special_tokens_map.json").write_text(
         json.dumps({"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"})
     )
-    return config
+    return folder
 
 
-def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> dict:
-    """Dream-v0-Instruct-7B's layout (Qwen2 names) with its BPE tokenizer files and custom-class config."""
+def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> Path:
+    """Dream-v0-Instruct-7B's layout (Qwen2 names) with its BPE tokenizer files and custom-class config,
+    written into `folder`; returns it."""
     folder.mkdir(parents=True, exist_ok=True)
     c = hf.config
     _shard(dict(hf.state_dict()), folder, n_shards=3)
@@ -294,4 +295,4 @@ def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> dict:
             }
         )
     )
-    return config
+    return folder
