@@ -267,7 +267,7 @@ def test_a_capture_that_fails_leaves_every_pass_of_the_model_eager_and_says_why(
         tried.append(size)
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nCompile with ...")
 
-    monkeypatch.setattr(core.passes, "_single_cuda_device", lambda model: next(model.parameters()).device)
+    monkeypatch.setattr(core.passes, "single_cuda_device", lambda model: next(model.parameters()).device)
     monkeypatch.setattr(core.passes, "_graph_pool", object)
     monkeypatch.setattr(Workspace, "_capture", refuse)
     try:
