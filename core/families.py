@@ -59,22 +59,53 @@ def _llada_config(d: dict, end_ids: list[int]) -> ModelConfig:
     )
 
 
-def _llada_sources(cfg: ModelConfig) -> dict[str, list[str]]:
-    p = "model.transformer."
-    out = {"embed.weight": [p + "wte.weight"], "norm.weight": [p + "ln_f.weight"]}
-    if not cfg.tie_embeddings:
-        out["lm_head.weight"] = [p + "ff_out.weight"]
-    for i in range(cfg.n_layers):
-        b, o = f"{p}blocks.{i}.", f"layers.{i}."
-        out[o + "attn_norm.weight"] = [b + "attn_norm.weight"]
-        out[o + "attn.wqkv.weight"] = [b + f"{n}_proj.weight" for n in "qkv"]
-        if cfg.qkv_bias:
-            out[o + "attn.wqkv.bias"] = [b + f"{n}_proj.bias" for n in "qkv"]
-        out[o + "attn.wo.weight"] = [b + "attn_out.weight"]
-        out[o + "ffn_norm.weight"] = [b + "ff_norm.weight"]
-        out[o + "ffn.w13.weight"] = [b + "ff_proj.weight", b + "up_proj.weight"]  # ff_proj is the gate
-        out[o + "ffn.w2.weight"] = [b + "ff_out.weight"]
-    return out
+@dataclass(frozen=True)
+class _TensorNames:
+    """Where a family's checkpoint keeps each of our parameters: whole-model tensors by name, a layer's
+    under `layer` (formatted with the layer's index), each a name without its ".weight"/".bias"."""
+
+    embed: str
+    norm: str
+    lm_head: str
+    layer: str
+    attn_norm: str
+    qkv: str  # formatted with n = "q", "k", "v"
+    attn_out: str
+    ffn_norm: str
+    gate: str
+    up: str
+    down: str
+
+    def sources(self, cfg: ModelConfig) -> dict[str, list[str]]:
+        """Each of our parameters with the checkpoint tensors it is made of (q, k, v concatenated into
+        wqkv, gate and up into w13); lm_head only where the embeddings are not tied, biases where
+        the config has them."""
+        out = {"embed.weight": [self.embed + ".weight"], "norm.weight": [self.norm + ".weight"]}
+        if not cfg.tie_embeddings:
+            out["lm_head.weight"] = [self.lm_head + ".weight"]
+        for i in range(cfg.n_layers):
+            b, o = self.layer.format(i=i), f"layers.{i}."
+            out[o + "attn_norm.weight"] = [b + self.attn_norm + ".weight"]
+            out[o + "attn.wqkv.weight"] = [b + self.qkv.format(n=n) + ".weight" for n in "qkv"]
+            if cfg.qkv_bias:
+                out[o + "attn.wqkv.bias"] = [b + self.qkv.format(n=n) + ".bias" for n in "qkv"]
+            out[o + "attn.wo.weight"] = [b + self.attn_out + ".weight"]
+            out[o + "ffn_norm.weight"] = [b + self.ffn_norm + ".weight"]
+            out[o + "ffn.w13.weight"] = [b + self.gate + ".weight", b + self.up + ".weight"]
+            out[o + "ffn.w2.weight"] = [b + self.down + ".weight"]
+        return out
+
+
+_LLADA_NAMES = _TensorNames(
+    embed="model.transformer.wte", norm="model.transformer.ln_f", lm_head="model.transformer.ff_out",
+    layer="model.transformer.blocks.{i}.", attn_norm="attn_norm", qkv="{n}_proj", attn_out="attn_out",
+    ffn_norm="ff_norm", gate="ff_proj", up="up_proj", down="ff_out",
+)
+_HF_NAMES = _TensorNames(  # transformers' Llama / Qwen2 names, which Dream keeps
+    embed="model.embed_tokens", norm="model.norm", lm_head="lm_head",
+    layer="model.layers.{i}.", attn_norm="input_layernorm", qkv="self_attn.{n}_proj", attn_out="self_attn.o_proj",
+    ffn_norm="post_attention_layernorm", gate="mlp.gate_proj", up="mlp.up_proj", down="mlp.down_proj",
+)
 
 
 def _dream_config(d: dict, end_ids: list[int]) -> ModelConfig:
@@ -103,23 +134,6 @@ def _dream_config(d: dict, end_ids: list[int]) -> ModelConfig:
     )
 
 
-def _hf_sources(cfg: ModelConfig) -> dict[str, list[str]]:
-    out = {"embed.weight": ["model.embed_tokens.weight"], "norm.weight": ["model.norm.weight"]}
-    if not cfg.tie_embeddings:
-        out["lm_head.weight"] = ["lm_head.weight"]
-    for i in range(cfg.n_layers):
-        b, o = f"model.layers.{i}.", f"layers.{i}."
-        out[o + "attn_norm.weight"] = [b + "input_layernorm.weight"]
-        out[o + "attn.wqkv.weight"] = [b + f"self_attn.{n}_proj.weight" for n in "qkv"]
-        if cfg.qkv_bias:
-            out[o + "attn.wqkv.bias"] = [b + f"self_attn.{n}_proj.bias" for n in "qkv"]
-        out[o + "attn.wo.weight"] = [b + "self_attn.o_proj.weight"]
-        out[o + "ffn_norm.weight"] = [b + "post_attention_layernorm.weight"]
-        out[o + "ffn.w13.weight"] = [b + "mlp.gate_proj.weight", b + "mlp.up_proj.weight"]
-        out[o + "ffn.w2.weight"] = [b + "mlp.down_proj.weight"]
-    return out
-
-
 def _own_config(d: dict, end_ids: list[int]) -> ModelConfig:
     return ModelConfig.from_dict(d)
 
@@ -135,8 +149,9 @@ def _own_sources(cfg: ModelConfig) -> dict[str, list[str]]:
 
 
 FAMILIES = {
-    "llada": Family("llada", _llada_config, _llada_sources, ("<|eot_id|>", "<|endoftext|>"), "PreTrainedTokenizerFast"),
-    "Dream": Family("dream", _dream_config, _hf_sources, ("<|im_end|>", "<|endoftext|>"), "Qwen2Tokenizer"),
+    "llada": Family("llada", _llada_config, _LLADA_NAMES.sources, ("<|eot_id|>", "<|endoftext|>"),
+                    "PreTrainedTokenizerFast"),
+    "Dream": Family("dream", _dream_config, _HF_NAMES.sources, ("<|im_end|>", "<|endoftext|>"), "Qwen2Tokenizer"),
     OWN_MODEL_TYPE: Family("own", _own_config, _own_sources, (), "PreTrainedTokenizerFast"),
 }
 

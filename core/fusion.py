@@ -31,7 +31,8 @@ from collections.abc import Callable
 import torch
 
 from core.model import POINTWISE, DiffusionTransformer
-from core.passes import error_line, release_graphs
+from core.passes import error_line, release_graphs, single_cuda_device
+from core.policies.params import check_choice
 
 FUSION_MODES = ("auto", "on", "off")
 FUSION_HELP = ("a layer's norms, RoPE, residual add and gate * up compiled into fused kernels: auto (on a "
@@ -40,18 +41,14 @@ FUSION_HELP = ("a layer's norms, RoPE, residual add and gate * up compiled into 
 
 def check_fusion(mode: object) -> str:
     """`mode` if it is one of FUSION_MODES, else a ValueError that says what is."""
-    if mode not in FUSION_MODES:
-        raise ValueError(f"fusion must be one of {', '.join(FUSION_MODES)}, got {mode!r}")
-    return mode
+    return check_choice("fusion", mode, FUSION_MODES)
 
 
 def compiles(mode: str, model: DiffusionTransformer) -> bool:
     """Whether fusion `mode` compiles `model`'s pointwise parts: auto does on one CUDA device with Triton."""
     if check_fusion(mode) != "auto":
         return mode == "on"
-    devices = {p.device for p in model.parameters()}
-    one_gpu = len(devices) == 1 and next(iter(devices)).type == "cuda"
-    return one_gpu and importlib.util.find_spec("triton") is not None
+    return single_cuda_device(model) is not None and importlib.util.find_spec("triton") is not None
 
 
 class FusedPart:

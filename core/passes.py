@@ -44,6 +44,7 @@ import torch
 from core.kv_cache import KVCache
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
+from core.policies.params import check_choice
 
 GRAPH_MODES = ("auto", "on", "off")
 GRAPHS_HELP = ("fixed-shape cached passes replayed from CUDA graphs: auto (on a CUDA GPU), on (on a CPU: the "
@@ -76,16 +77,14 @@ def index_tensor(positions: Sequence[int], device: torch.device) -> torch.Tensor
 
 def check_graphs(mode: object) -> str:
     """`mode` if it is one of GRAPH_MODES, else a ValueError that says what is."""
-    if mode not in GRAPH_MODES:
-        raise ValueError(f"graphs must be one of {', '.join(GRAPH_MODES)}, got {mode!r}")
-    return mode
+    return check_choice("graphs", mode, GRAPH_MODES)
 
 
 def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
     """Whether `graphs=mode` runs the static path for `model`: auto does on one CUDA device."""
     if check_graphs(mode) == "off":
         return False
-    single_gpu = _single_cuda_device(model) is not None
+    single_gpu = single_cuda_device(model) is not None
     if mode == "on" and not single_gpu and len(_devices(model)) > 1:
         raise ValueError("graphs=on needs the model on one device; it is spread over "
                          f"{', '.join(sorted(map(str, _devices(model))))} (use graphs=off)")
@@ -267,7 +266,7 @@ def passes_for(model: DiffusionTransformer, length: int, block_len: int, mode: s
 
 
 def _take(model: DiffusionTransformer, length: int, block_len: int) -> Workspace:
-    capture = _capture_enabled and _single_cuda_device(model) is not None
+    capture = _capture_enabled and single_cuda_device(model) is not None
     with _LOCK:
         owned = _WORKSPACES.get(model)
         if owned is None or (owned.pool is not None) != capture:
@@ -373,7 +372,8 @@ def _devices(model: DiffusionTransformer) -> set[torch.device]:
     return {p.device for p in model.parameters()}
 
 
-def _single_cuda_device(model: DiffusionTransformer) -> torch.device | None:
+def single_cuda_device(model: DiffusionTransformer) -> torch.device | None:
+    """The CUDA device `model` is on, if it is all on one; else None (a CPU, or spread over several)."""
     devices = _devices(model)
     device = next(iter(devices))
     return device if len(devices) == 1 and device.type == "cuda" else None

@@ -54,20 +54,20 @@ def _shard(state: dict[str, torch.Tensor], folder: Path, n_shards: int = 2) -> N
     (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
 
 
+# The size both tiny models share; each adds its family's own settings.
+_TINY_SHAPE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=160, num_attention_heads=4,
+                   max_position_embeddings=256, tie_word_embeddings=False)
+
+
 def tiny_llama(seed: int = 0, layers: int = 2, kv_heads: int = 4) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     cfg = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=160,
+        **_TINY_SHAPE,
         num_hidden_layers=layers,
-        num_attention_heads=4,
         num_key_value_heads=kv_heads,
         rope_theta=500000.0,
         rms_norm_eps=1e-5,
         attention_bias=False,
-        tie_word_embeddings=False,
-        max_position_embeddings=256,
     )
     return LlamaForCausalLM(cfg).eval()
 
@@ -75,16 +75,11 @@ def tiny_llama(seed: int = 0, layers: int = 2, kv_heads: int = 4) -> LlamaForCau
 def tiny_qwen2(seed: int = 0, layers: int = 2) -> Qwen2ForCausalLM:
     torch.manual_seed(seed)
     cfg = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=160,
+        **_TINY_SHAPE,
         num_hidden_layers=layers,
-        num_attention_heads=4,
         num_key_value_heads=2,
         rope_theta=1000000.0,
         rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-        max_position_embeddings=256,
         use_sliding_window=False,
     )
     model = Qwen2ForCausalLM(cfg).eval()
@@ -102,8 +97,15 @@ def _word_tokenizer(specials: list[str]) -> Tokenizer:
     return tok
 
 
-def write_llada(folder: Path, hf: LlamaForCausalLM) -> dict:
-    """LLaDA-8B-Instruct's layout from a transformers Llama model; returns the config written."""
+def _added_tokens_decoder(ids: dict[str, int]) -> dict[str, dict]:
+    """tokenizer_config.json's added_tokens_decoder: each special token by its id, as both real
+    checkpoints write it (special, never stripped or normalized)."""
+    entry = {"special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False}
+    return {str(i): {"content": t, **entry} for t, i in ids.items()}
+
+
+def write_llada(folder: Path, hf: LlamaForCausalLM) -> Path:
+    """LLaDA-8B-Instruct's layout from a transformers Llama model, written into `folder`; returns it."""
     folder.mkdir(parents=True, exist_ok=True)
     c = hf.config
     rename = {
@@ -199,28 +201,19 @@ def write_llada(folder: Path, hf: LlamaForCausalLM) -> dict:
                 "chat_template": LLADA_TEMPLATE,
                 "model_max_length": 1e30,
                 "tokenizer_class": "PreTrainedTokenizerFast",
-                "added_tokens_decoder": {
-                    str(i): {
-                        "content": t,
-                        "special": True,
-                        "lstrip": False,
-                        "rstrip": False,
-                        "normalized": False,
-                        "single_word": False,
-                    }
-                    for t, i in specials.items()
-                },
+                "added_tokens_decoder": _added_tokens_decoder(specials),
             }
         )
     )
     (folder / "special_tokens_map.json").write_text(
         json.dumps({"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"})
     )
-    return config
+    return folder
 
 
-def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> dict:
-    """Dream-v0-Instruct-7B's layout (Qwen2 names) with its BPE tokenizer files and custom-class config."""
+def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> Path:
+    """Dream-v0-Instruct-7B's layout (Qwen2 names) with its BPE tokenizer files and custom-class config,
+    written into `folder`; returns it."""
     folder.mkdir(parents=True, exist_ok=True)
     c = hf.config
     _shard(dict(hf.state_dict()), folder, n_shards=3)
@@ -287,17 +280,7 @@ def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> dict:
                 "tokenizer_class": "DreamTokenizer",
                 "auto_map": {"AutoTokenizer": ["tokenization_dream.DreamTokenizer", None]},
                 "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
-                "added_tokens_decoder": {
-                    str(i): {
-                        "content": t,
-                        "special": True,
-                        "lstrip": False,
-                        "rstrip": False,
-                        "normalized": False,
-                        "single_word": False,
-                    }
-                    for t, i in ids.items()
-                },
+                "added_tokens_decoder": _added_tokens_decoder(ids),
             }
         )
     )
@@ -312,4 +295,4 @@ def write_dream(folder: Path, hf: Qwen2ForCausalLM) -> dict:
             }
         )
     )
-    return config
+    return folder

@@ -47,12 +47,13 @@ def word_problems_tokenizer():
     return build_tokenizer(word_problems.VOCABULARY)
 
 
-def save_word_problems_model(folder: Path) -> Path:
-    """A tiny untrained own model with word_problems_tokenizer(), saved in the embedded model's layout."""
+def save_word_problems_model(folder: Path, **overrides) -> Path:
+    """A tiny untrained own model with word_problems_tokenizer(), saved in the embedded model's layout;
+    `overrides` are ModelConfig fields (e.g. its decode defaults gen_len and block_len)."""
     from training.checkpoint import save_own_model
 
     tok = word_problems_tokenizer()
-    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, folder)
+    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id, **overrides), tok, folder)
     return folder
 
 

@@ -6,16 +6,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import tiny_model
+from conftest import save_word_problems_model, tiny_model
 
 from core.bench import Contender, contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.tasks import held_out, is_correct, own_items
-from core.tasks.word_problems import VOCABULARY, make_split
-from training.checkpoint import save_own_model
-from training.word_tokenizer import build_tokenizer
+from core.tasks.word_problems import make_split
 
 FIELDS = {
     "policy",
@@ -35,10 +33,7 @@ FIELDS = {
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("own")
-    tok = build_tokenizer(VOCABULARY)
-    save_own_model(tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id), tok, folder)
-    return folder
+    return save_word_problems_model(tmp_path_factory.mktemp("own"))
 
 
 def test_rows_and_reference_semantics(saved):
@@ -66,15 +61,32 @@ def test_rows_and_reference_semantics(saved):
     assert dual["agreement"] == same / (16 * 3)
 
 
-def test_tau_list_makes_a_sweep():
-    cs = contenders_from(["none", "entropy"], {"tau": [0.1, 1.0], "k": [3]})
-    assert [(c.policy, c.params) for c in cs] == [
-        ("none", {}),
-        ("entropy", {"tau": 0.1, "k": 3}),
-        ("entropy", {"tau": 1.0, "k": 3}),
-    ]
-    with pytest.raises(ValueError, match="unknown policy 'fast'"):
-        contenders_from(["none", "fast"], {"tau": [0.1]})
+@pytest.mark.parametrize(
+    "policies, values, expected",
+    [
+        (["none", "entropy"], {"tau": [0.1, 1.0], "k": [3]},
+         [("none", {}), ("entropy", {"tau": 0.1, "k": 3}), ("entropy", {"tau": 1.0, "k": 3})]),
+        (["none", "entropy", "dllm-cache"], {"tau": [0.1, 1.0], "k": [3], "response_every": [2, 4]},
+         [("none", {}), ("entropy", {"tau": 0.1, "k": 3}), ("entropy", {"tau": 1.0, "k": 3}),
+          ("dllm-cache", {"response_every": 2}), ("dllm-cache", {"response_every": 4})]),
+    ],
+    ids=["tau-list", "several-policies"],
+)
+def test_contenders_cover_every_combination_of_listed_values(policies, values, expected):
+    assert [(c.policy, c.params) for c in contenders_from(policies, values)] == expected
+
+
+@pytest.mark.parametrize(
+    "policies, values, message",
+    [
+        (["none", "fast"], {"tau": [0.1]}, "unknown policy 'fast'"),
+        (["none", "fast"], {}, "unknown policy 'fast'"),
+        (["dllm-cache"], {"prompt_every": [0]}, "prompt_every must be a positive integer, got 0"),
+    ],
+)
+def test_contenders_refuse_unknown_policies_and_bad_values(policies, values, message):
+    with pytest.raises(ValueError, match=message):
+        contenders_from(policies, values)
 
 
 def bench_cli(*args):

@@ -7,23 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import tiny_model
-
-from core.cli import contenders_from
-from core.tasks.word_problems import VOCABULARY
-from training.checkpoint import save_own_model
-from training.word_tokenizer import build_tokenizer
+from conftest import save_word_problems_model
 
 PROMPT = "mia has 3 apples . how many apples does mia have now ?"
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("own")
-    tok = build_tokenizer(VOCABULARY)
-    model = tiny_model(vocab_size=len(tok), mask_token_id=tok.mask_token_id, gen_len=16, block_len=8)
-    save_own_model(model, tok, folder)
-    return folder
+    return save_word_problems_model(tmp_path_factory.mktemp("own"), gen_len=16, block_len=8)
 
 
 def cli(*args, module: str = "core"):
@@ -101,21 +92,6 @@ def test_every_decode_setting_has_its_flag():
     for p in DecodeConfig.parameters:
         flag = FLAGS.get(p.name, f"--{p.name.replace('_', '-')}")
         assert f"{flag} {p.name.upper()}" in out.stdout and p.help.split(";")[0] in out.stdout
-
-
-def test_contenders_cover_every_combination_of_listed_values():
-    cs = contenders_from(["none", "entropy", "dllm-cache"], {"tau": [0.1, 1.0], "k": [3], "response_every": [2, 4]})
-    assert [(c.policy, c.params) for c in cs] == [
-        ("none", {}),
-        ("entropy", {"tau": 0.1, "k": 3}),
-        ("entropy", {"tau": 1.0, "k": 3}),
-        ("dllm-cache", {"response_every": 2}),
-        ("dllm-cache", {"response_every": 4}),
-    ]
-    with pytest.raises(ValueError, match="unknown policy 'fast'"):
-        contenders_from(["none", "fast"], {})
-    with pytest.raises(ValueError, match="prompt_every must be a positive integer, got 0"):
-        contenders_from(["dllm-cache"], {"prompt_every": [0]})
 
 
 def test_every_command_is_behind_the_one_entry_point():

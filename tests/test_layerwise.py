@@ -69,19 +69,19 @@ def test_attention_probabilities_are_the_ones_the_layer_used(family):
     assert torch.allclose(got, expected, atol=1e-5)
 
 
-class HandMadeView:
-    """A layer view whose V are chosen by hand: cached V all along e1, fresh V at four angles to it."""
+class ValuesView:
+    """A layer view whose V are chosen by hand: `fresh` ([rows, head_dim]) for the response rows after a
+    `prompt_len`-row prompt, and the same cached V, `cached`, for every one of them. It records the V stored."""
 
-    def __init__(self):
-        e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
-        fresh = torch.stack([e1, e2, e1 + e2, -e1])  # cosine to e1: 1, 0, 0.707, -1
-        self.fresh = fresh[None, None]  # [batch 1, kv_heads 1, rows 4, head_dim 2]
-        self.cached = e1.expand(1, 1, 4, 2)
-        self.x = torch.zeros(1, 8, 2)
+    def __init__(self, prompt_len, fresh, cached):
+        self.prompt_len = prompt_len
+        self.fresh = fresh[None, None]  # [batch 1, kv_heads 1, rows, head_dim]
+        self.cached = cached.expand_as(self.fresh)
+        self.x = torch.zeros(1, prompt_len + fresh.shape[0], fresh.shape[1])
         self.stored = None
 
     def fresh_values(self, rows):
-        assert rows.tolist() == [4, 5, 6, 7]
+        assert rows.tolist() == list(range(self.prompt_len, self.x.shape[1]))  # the response rows, all of them
         return self.fresh
 
     def cached_values(self, rows):
@@ -92,7 +92,8 @@ class HandMadeView:
 
 
 def test_dllm_cache_recomputes_the_rows_whose_value_moved_most():
-    view = HandMadeView()  # prompt 0..3, response 4..7
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    view = ValuesView(4, torch.stack([e1, e2, e1 + e2, -e1]), e1)  # cosine to e1: 1, 0, 0.707, -1 (rows 4..7)
     hook = ValueDriftRows(prompt_len=4, length=8, refresh_prompt=False, refresh_response=False, rho=0.5)
     assert hook.rows(1, view).tolist() == [5, 7]  # the two lowest cosines: 0 (row 5) and -1 (row 7)
     assert view.stored[0] == [4, 5, 6, 7] and view.stored[1] is view.fresh  # every response V overwritten
@@ -105,29 +106,12 @@ def test_dllm_cache_recomputes_the_rows_whose_value_moved_most():
     assert response.rows(1, view).tolist() == [4, 5, 6, 7]
 
 
-class ManyRowsView:
-    """100 response rows after a 4-row prompt, row i's fresh V turned by an angle that grows with i."""
-
-    def __init__(self):
-        angles = torch.linspace(0, 3, 100)
-        self.fresh = torch.stack([angles.cos(), angles.sin()], dim=-1)[None, None]
-        self.cached = torch.tensor([1.0, 0.0]).expand(1, 1, 100, 2)
-        self.x = torch.zeros(1, 104, 2)
-
-    def fresh_values(self, rows):
-        return self.fresh
-
-    def cached_values(self, rows):
-        return self.cached
-
-    def store_values(self, rows, v):
-        pass
-
-
 def test_dllm_cache_share_is_the_exact_fraction_of_rows():
     """100 x 0.29 is 28.999999999999996 in floating point: the share is still 29 rows, the most turned."""
     hook = ValueDriftRows(prompt_len=4, length=104, refresh_prompt=False, refresh_response=False, rho=0.29)
-    assert hook.rows(1, ManyRowsView()).tolist() == list(range(104 - 29, 104))
+    angles = torch.linspace(0, 3, 100)  # row i's fresh V turned by an angle that grows with i
+    view = ValuesView(4, torch.stack([angles.cos(), angles.sin()], dim=-1), torch.tensor([1.0, 0.0]))
+    assert hook.rows(1, view).tolist() == list(range(104 - 29, 104))
 
 
 def test_views_index_the_rows_they_hold():

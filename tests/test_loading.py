@@ -18,26 +18,19 @@ from training.word_tokenizer import build_tokenizer
 
 @pytest.fixture
 def llada_dir(tmp_path):
-    folder = tmp_path / "LLaDA-8B-Instruct"
-    write_llada(folder, tiny_llama(seed=4))
-    return folder
+    return write_llada(tmp_path / "LLaDA-8B-Instruct", tiny_llama(seed=4))
 
 
 @pytest.fixture
 def dream_dir(tmp_path):
-    folder = tmp_path / "Dream-v0-Instruct-7B"
-    write_dream(folder, tiny_qwen2(seed=5))
-    return folder
+    return write_dream(tmp_path / "Dream-v0-Instruct-7B", tiny_qwen2(seed=5))
 
 
 def test_llada_layout_config_and_tokenizer(llada_dir):
     model, tok = load_model(llada_dir)
     cfg = model.config
     assert (cfg.family, cfg.logit_shift, cfg.mask_token_id) == ("llada", 0, LLADA_SPECIALS.index("<|mdm_mask|>"))
-    assert set(cfg.eos_token_ids) == {
-        tok.convert_tokens_to_ids("<|endoftext|>"),
-        tok.convert_tokens_to_ids("<|eot_id|>"),
-    }
+    assert set(cfg.eos_token_ids) == set(tok.convert_tokens_to_ids(["<|endoftext|>", "<|eot_id|>"]))
     text = tok.decode(chat_prompt_ids(tok, "  how many apples "))
     assert text.replace(" ", "") == (
         "<|startoftext|><|start_header_id|>user<|end_header_id|>howmanyapples<|eot_id|>"
@@ -51,10 +44,7 @@ def test_dream_layout_without_remote_code(dream_dir):
     cfg = model.config
     assert (cfg.family, cfg.logit_shift, cfg.qkv_bias, cfg.n_kv_heads) == ("dream", 1, True, 2)
     assert cfg.mask_token_id == tok.convert_tokens_to_ids("<|mask|>") == tok.mask_token_id
-    assert set(cfg.eos_token_ids) == {
-        tok.convert_tokens_to_ids("<|endoftext|>"),
-        tok.convert_tokens_to_ids("<|im_end|>"),
-    }
+    assert set(cfg.eos_token_ids) == set(tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"]))
     prompt = tok.decode(chat_prompt_ids(tok, "how many apples"))
     assert prompt.endswith("<|im_start|>user\nhow many apples<|im_end|>\n<|im_start|>assistant\n")
 
@@ -100,43 +90,49 @@ def test_device_map_dispatch_gives_same_logits(llada_dir):
     torch.testing.assert_close(mapped.full_logits(ids), plain.full_logits(ids))
 
 
+UP_PROJ = "model.transformer.blocks.1.up_proj.weight"  # the tensor the broken checkpoints below get wrong
+
+
+def _edit_json(path, edit) -> None:
+    """Read a JSON file, let `edit` change it in place, write it back."""
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
 def _edit_shard(folder, edit):
-    index = json.loads((folder / "model.safetensors.index.json").read_text())
-    file = folder / index["weight_map"]["model.transformer.blocks.1.up_proj.weight"]
-    state = load_file(file)
-    edit(state, index)
-    save_file(state, file)
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    """Let `edit(state, index)` change the shard that holds UP_PROJ and the index, and write both back."""
+    def edit_both(index):
+        file = folder / index["weight_map"][UP_PROJ]
+        state = load_file(file)
+        edit(state, index)
+        save_file(state, file)
+
+    _edit_json(folder / "model.safetensors.index.json", edit_both)
 
 
-def test_missing_tensor_is_named(llada_dir):
-    def drop(state, index):
-        del state["model.transformer.blocks.1.up_proj.weight"]
-        del index["weight_map"]["model.transformer.blocks.1.up_proj.weight"]
-
-    _edit_shard(llada_dir, drop)
-    with pytest.raises(ValueError, match=r"lacks tensor 'model.transformer.blocks.1.up_proj.weight'"):
-        load_model(llada_dir)
+def _drop(state, index):
+    del state[UP_PROJ]
+    del index["weight_map"][UP_PROJ]
 
 
-def test_wrong_shape_is_named(llada_dir):
-    def shrink(state, index):
-        state["model.transformer.blocks.1.up_proj.weight"] = state["model.transformer.blocks.1.up_proj.weight"][:100]
-
-    _edit_shard(llada_dir, shrink)
-    with pytest.raises(ValueError, match=r"tensor 'model.transformer.blocks.1.up_proj.weight' has shape \(100, 64\)"):
-        load_model(llada_dir)
+def _shrink(state, index):
+    state[UP_PROJ] = state[UP_PROJ][:100]
 
 
-def test_unexpected_tensor_is_named(llada_dir):
-    def add(state, index):
-        state["model.transformer.blocks.9.q_proj.weight"] = torch.zeros(4, 4)
-        index["weight_map"]["model.transformer.blocks.9.q_proj.weight"] = index["weight_map"][
-            "model.transformer.blocks.1.up_proj.weight"
-        ]
+def _add(state, index):
+    state["model.transformer.blocks.9.q_proj.weight"] = torch.zeros(4, 4)
+    index["weight_map"]["model.transformer.blocks.9.q_proj.weight"] = index["weight_map"][UP_PROJ]
 
-    _edit_shard(llada_dir, add)
-    with pytest.raises(ValueError, match=r"tensor 'model.transformer.blocks.9.q_proj.weight' that the config"):
+
+@pytest.mark.parametrize("edit, message", [
+    (_drop, r"lacks tensor 'model.transformer.blocks.1.up_proj.weight'"),
+    (_shrink, r"tensor 'model.transformer.blocks.1.up_proj.weight' has shape \(100, 64\)"),
+    (_add, r"tensor 'model.transformer.blocks.9.q_proj.weight' that the config"),
+], ids=["missing", "wrong-shape", "unexpected"])
+def test_a_bad_tensor_is_named(llada_dir, edit, message):
+    _edit_shard(llada_dir, edit)
+    with pytest.raises(ValueError, match=message):
         load_model(llada_dir)
 
 
@@ -148,19 +144,18 @@ def test_bad_devices_are_clear_errors(llada_dir):
             load_model(llada_dir, device="cuda")
 
 
-def test_unsupported_variant_is_refused(llada_dir):
-    cfg = json.loads((llada_dir / "config.json").read_text())
-    cfg["clip_qkv"] = 8.0
-    (llada_dir / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match="unsupported LLaDA variant: clip_qkv=8.0"):
-        load_model(llada_dir)
-
-
-def test_index_cannot_point_outside_the_folder(llada_dir):
-    index = json.loads((llada_dir / "model.safetensors.index.json").read_text())
+def _point_outside_the_folder(index):
     index["weight_map"]["model.transformer.ln_f.weight"] = "../elsewhere.safetensors"
-    (llada_dir / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(ValueError, match="shard outside the checkpoint folder"):
+
+
+@pytest.mark.parametrize("file, edit, message", [
+    ("config.json", lambda cfg: cfg.update(clip_qkv=8.0), "unsupported LLaDA variant: clip_qkv=8.0"),
+    ("config.json", lambda cfg: cfg.update(model_type="gpt2"), "unsupported model_type 'gpt2'"),
+    ("model.safetensors.index.json", _point_outside_the_folder, "shard outside the checkpoint folder"),
+], ids=["unsupported-variant", "unknown-model-type", "shard-outside-the-folder"])
+def test_a_bad_config_or_index_is_refused(llada_dir, file, edit, message):
+    _edit_json(llada_dir / file, edit)
+    with pytest.raises(ValueError, match=message):
         load_model(llada_dir)
 
 
@@ -172,12 +167,7 @@ def test_pickled_weights_are_refused(llada_dir):
         load_model(llada_dir)
 
 
-def test_unknown_model_type_and_bad_names(tmp_path, llada_dir):
-    cfg = json.loads((llada_dir / "config.json").read_text())
-    cfg["model_type"] = "gpt2"
-    (llada_dir / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ValueError, match="unsupported model_type 'gpt2'"):
-        load_model(llada_dir)
+def test_a_missing_folder_is_neither_a_checkpoint_nor_a_hub_id(tmp_path):
     with pytest.raises(ValueError, match="neither a checkpoint folder nor a hub id"):
         load_model(str(tmp_path / "no-such-folder"))
 

@@ -8,11 +8,17 @@ from conftest import tiny_model
 from core.loading import load_model
 
 
-def test_partial_forward_matches_full_on_its_rows(family):
+def _after_a_full_pass(family: str, length: int):
+    """A tiny model, random ids of `length`, and a cache a full forward over them has filled, with
+    that forward's logits: where every partial pass below starts."""
     model = tiny_model(family)
-    ids = torch.randint(0, 40, (1, 24))
-    cache = model.new_cache(1, 24)
-    full = model(ids, cache)
+    ids = torch.randint(0, 40, (1, length))
+    cache = model.new_cache(1, length)
+    return model, ids, cache, model(ids, cache)
+
+
+def test_partial_forward_matches_full_on_its_rows(family):
+    model, ids, cache, full = _after_a_full_pass(family, 24)
     rows = torch.tensor([0, 5, 6, 7, 20, 23])
     partial = model(ids[:, rows], cache, rows)
     torch.testing.assert_close(partial, full[:, rows], rtol=1e-5, atol=1e-5)
@@ -20,10 +26,7 @@ def test_partial_forward_matches_full_on_its_rows(family):
 
 def test_partial_forward_uses_reused_rows_from_the_cache(family):
     """Rows not recomputed keep their old K/V: changing a token outside `rows` changes nothing."""
-    model = tiny_model(family)
-    ids = torch.randint(0, 40, (1, 16))
-    cache = model.new_cache(1, 16)
-    model(ids, cache)
+    model, ids, cache, _ = _after_a_full_pass(family, 16)
     rows = torch.tensor([2, 3])
     before = model(ids[:, rows], cache, rows)
     changed = ids.clone()
@@ -37,10 +40,7 @@ def test_partial_forward_uses_reused_rows_from_the_cache(family):
 def test_partial_forward_writes_fresh_kv_for_its_rows(family):
     """After tokens change at rows S, a partial pass over S leaves the cache at S equal to a full
     forward on the new tokens at the first layer (whose inputs depend only on the token itself)."""
-    model = tiny_model(family)
-    ids = torch.randint(0, 40, (1, 16))
-    cache = model.new_cache(1, 16)
-    model(ids, cache)
+    model, ids, cache, _ = _after_a_full_pass(family, 16)
     rows = torch.tensor([3, 9, 10])
     new = ids.clone()
     new[0, rows] = (ids[0, rows] + 5) % 40
@@ -53,10 +53,7 @@ def test_partial_forward_writes_fresh_kv_for_its_rows(family):
 
 
 def test_logit_rows_select_a_subset(family):
-    model = tiny_model(family)
-    ids = torch.randint(0, 40, (1, 12))
-    cache = model.new_cache(1, 12)
-    full = model(ids, cache)
+    model, ids, cache, full = _after_a_full_pass(family, 12)
     rows = torch.tensor([1, 4, 8, 9])
     some = model(ids[:, rows], cache, rows, logit_rows=torch.tensor([4, 9]))
     torch.testing.assert_close(some, full[:, [4, 9]], rtol=1e-5, atol=1e-5)
@@ -81,14 +78,20 @@ def test_key_mask_makes_left_padding_invisible():
     torch.testing.assert_close(model.full_logits(padded, key_mask)[:, 3:], model.full_logits(ids), rtol=1e-4, atol=1e-4)
 
 
+def _ours_and_reference(tmp_path, hf, write, shape: tuple[int, int], **load):
+    """Our model loaded from `hf` written in its real layout by `write`, random ids of `shape`, and
+    transformers' bidirectional logits on them: the reference ours must match."""
+    ours, _ = load_model(write(tmp_path, hf), **load)
+    ids = torch.randint(0, 60, shape)
+    with torch.no_grad():
+        return ours, ids, hf(ids, is_causal=False).logits
+
+
 @pytest.mark.parametrize("kv_heads", [4, 2])
 def test_parity_with_transformers_llama_bidirectional(tmp_path, kv_heads):
     hf = tiny_llama(seed=1, kv_heads=kv_heads)
-    write_llada(tmp_path, hf)
-    ours, _ = load_model(tmp_path)
-    ids = torch.randint(0, 60, (2, 33))
+    ours, ids, ref = _ours_and_reference(tmp_path, hf, write_llada, (2, 33))
     with torch.no_grad():
-        ref = hf(ids, is_causal=False).logits
         causal = hf(ids).logits
         got = ours.full_logits(ids)
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
@@ -96,22 +99,13 @@ def test_parity_with_transformers_llama_bidirectional(tmp_path, kv_heads):
 
 
 def test_parity_with_transformers_qwen2_bidirectional(tmp_path):
-    hf = tiny_qwen2(seed=2)
-    write_dream(tmp_path, hf)
-    ours, _ = load_model(tmp_path)
-    ids = torch.randint(0, 60, (1, 40))
+    ours, ids, ref = _ours_and_reference(tmp_path, tiny_qwen2(seed=2), write_dream, (1, 40))
     with torch.no_grad():
-        ref = hf(ids, is_causal=False).logits
-    torch.testing.assert_close(ours.full_logits(ids), ref, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(ours.full_logits(ids), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_bfloat16_parity_within_tolerance(tmp_path):
-    hf = tiny_llama(seed=3)
-    write_llada(tmp_path, hf)
-    ours, _ = load_model(tmp_path, dtype=torch.bfloat16)
-    ids = torch.randint(0, 60, (1, 20))
-    with torch.no_grad():
-        ref = hf(ids, is_causal=False).logits
+    ours, ids, ref = _ours_and_reference(tmp_path, tiny_llama(seed=3), write_llada, (1, 20), dtype=torch.bfloat16)
     got = ours.full_logits(ids)
     assert got.dtype == torch.float32  # logits are returned in float32 for sampling
     assert (got - ref).abs().max() < 0.1 * ref.abs().max()

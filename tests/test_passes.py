@@ -163,6 +163,18 @@ def test_the_static_path_reads_every_entropy_out_with_the_token_choice(monkeypat
     assert rows_given == [1] * 16 and [e.tokens for e in eager] == [e.tokens for e in static]
 
 
+STATIC = DecodeConfig(gen_len=16, block_len=8, graphs="on")  # the static path, wherever it runs
+EAGER = DecodeConfig(gen_len=16, block_len=8)  # on a CPU (graphs auto): every pass eagerly over its exact rows
+
+
+@pytest.fixture
+def model():
+    """A tiny model that holds no workspace yet: what the tests below count starts at none."""
+    model = tiny_model()
+    release_graphs(model)
+    return model
+
+
 class PartialFirst(CachePolicy):
     """A partial first step: it reads whatever the cache holds, so a reused cache must start as a new one."""
 
@@ -172,24 +184,18 @@ class PartialFirst(CachePolicy):
         return Plan([ctx.block_start], "partial") if ctx.step == 0 else Plan(None, "full")
 
 
-def test_a_workspace_is_reused_by_the_next_decode_of_its_length_and_starts_clean():
-    model = tiny_model()
-    release_graphs(model)
-    on, off = DecodeConfig(gen_len=16, block_len=8, graphs="on"), DecodeConfig(gen_len=16, block_len=8)
-    list(decode(model, PROMPT, make_policy("entropy"), on))
+def test_a_workspace_is_reused_by_the_next_decode_of_its_length_and_starts_clean(model):
+    list(decode(model, PROMPT, make_policy("entropy"), STATIC))
     (first,) = idle_workspaces(model)
     other_prompt = [5, 5, 2, 8, 1, 17]  # the same length
-    again = list(decode(model, other_prompt, PartialFirst(), on))
+    again = list(decode(model, other_prompt, PartialFirst(), STATIC))
     assert idle_workspaces(model) == [first]  # the same buffers (and graphs, on a GPU) served it
-    assert [e.tokens for e in again] == [e.tokens for e in decode(model, other_prompt, PartialFirst(), off)]
+    assert [e.tokens for e in again] == [e.tokens for e in decode(model, other_prompt, PartialFirst(), EAGER)]
 
 
-def test_decodes_in_flight_at_once_get_their_own_workspaces():
+def test_decodes_in_flight_at_once_get_their_own_workspaces(model):
     """A race interleaves two decodes of one length: each needs its own cache."""
-    model = tiny_model()
-    release_graphs(model)
-    on, off = DecodeConfig(gen_len=16, block_len=8, graphs="on"), DecodeConfig(gen_len=16, block_len=8)
-    lanes = [decode(model, PROMPT, make_policy("none"), on), decode(model, PROMPT, make_policy("entropy"), on)]
+    lanes = [decode(model, PROMPT, make_policy("none"), STATIC), decode(model, PROMPT, make_policy("entropy"), STATIC)]
     raced = [[], []]
     while any(lane is not None for lane in lanes):
         for i, lane in enumerate(lanes):
@@ -198,15 +204,13 @@ def test_decodes_in_flight_at_once_get_their_own_workspaces():
                 lanes[i] = None
             else:
                 raced[i].append(event.tokens)
-    assert raced[0] == [e.tokens for e in decode(model, PROMPT, make_policy("none"), off)]
-    assert raced[1] == [e.tokens for e in decode(model, PROMPT, make_policy("entropy"), off)]
+    assert raced[0] == [e.tokens for e in decode(model, PROMPT, make_policy("none"), EAGER)]
+    assert raced[1] == [e.tokens for e in decode(model, PROMPT, make_policy("entropy"), EAGER)]
     assert len(idle_workspaces(model)) == 2
 
 
-def test_workspaces_go_back_when_a_decode_is_closed_early_and_few_are_kept():
-    model = tiny_model()
-    release_graphs(model)
-    steps = decode(model, PROMPT, make_policy("entropy"), DecodeConfig(gen_len=16, block_len=8, graphs="on"))
+def test_workspaces_go_back_when_a_decode_is_closed_early_and_few_are_kept(model):
+    steps = decode(model, PROMPT, make_policy("entropy"), STATIC)
     next(steps)
     assert idle_workspaces(model) == []  # in use
     steps.close()  # a cancelled race
@@ -219,22 +223,17 @@ def test_workspaces_go_back_when_a_decode_is_closed_early_and_few_are_kept():
     assert idle_workspaces(model) == []
 
 
-def test_a_workspace_holds_its_buffers_for_every_decode():
+def test_a_workspace_holds_its_buffers_for_every_decode(model):
     """Fixed addresses: what a graph reads (tokens, cache, indices) is never reallocated by a decode."""
-    model = tiny_model()
-    release_graphs(model)
-    config = DecodeConfig(gen_len=16, block_len=8, graphs="on")
     with passes_for(model, len(PROMPT) + 16, 8, "on") as ws:
         addresses = [t.data_ptr() for t in (ws.tokens, ws.index, *ws.cache.k, *ws.cache.v)]
     for name in ("none", "entropy", "dkv-cache"):
-        list(decode(model, PROMPT, make_policy(name, **POLICY_PARAMS[name]), config))
+        list(decode(model, PROMPT, make_policy(name, **POLICY_PARAMS[name]), STATIC))
     (ws,) = idle_workspaces(model)
     assert [t.data_ptr() for t in (ws.tokens, ws.index, *ws.cache.k, *ws.cache.v)] == addresses
 
 
-def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race():
-    model = tiny_model()
-    release_graphs(model)
+def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race(model):
     length = len(PROMPT) + 16
     assert capture_ahead(model, length, 8) == 0.0  # auto: nothing on a CPU
     assert idle_workspaces(model) == []
@@ -243,8 +242,7 @@ def test_capturing_ahead_readies_a_workspace_per_lane_for_the_next_race():
     assert capture_ahead(model, length, 8, "on") == 0.0  # buffers, but no graphs on a CPU
     ready = idle_workspaces(model)
     assert [w.length for w in ready] == [length, length]
-    config = DecodeConfig(gen_len=16, block_len=8, graphs="on")
-    lanes = [decode(model, PROMPT, make_policy("none"), config), decode(model, PROMPT, make_policy("entropy"), config)]
+    lanes = [decode(model, PROMPT, make_policy("none"), STATIC), decode(model, PROMPT, make_policy("entropy"), STATIC)]
     for lane in lanes:
         next(lane)
     assert idle_workspaces(model) == []  # both lanes took the workspaces made ready for them
@@ -267,7 +265,7 @@ def test_a_capture_that_fails_leaves_every_pass_of_the_model_eager_and_says_why(
         tried.append(size)
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nCompile with ...")
 
-    monkeypatch.setattr(core.passes, "_single_cuda_device", lambda model: next(model.parameters()).device)
+    monkeypatch.setattr(core.passes, "single_cuda_device", lambda model: next(model.parameters()).device)
     monkeypatch.setattr(core.passes, "_graph_pool", object)
     monkeypatch.setattr(Workspace, "_capture", refuse)
     try:

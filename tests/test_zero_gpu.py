@@ -134,7 +134,7 @@ def test_races_run_in_a_reused_forked_worker_that_keeps_its_warm_model_and_works
 
 def test_when_capturing_fails_in_the_worker_the_race_runs_eagerly_and_says_so(gpu_model, spaces, monkeypatch):
     alone = race_without_the_stand_in(gpu_model, monkeypatch)
-    monkeypatch.setattr(core.passes, "_single_cuda_device", lambda model: next(model.parameters()).device)
+    monkeypatch.setattr(core.passes, "single_cuda_device", lambda model: next(model.parameters()).device)
     monkeypatch.setattr(core.passes, "_graph_pool", object)  # as on one GPU: a pool, and captures attempted
 
     def refuse(self, model, size):

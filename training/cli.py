@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import ModuleType
 
 from training import recipes, train
 
@@ -19,15 +20,18 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m training", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = ap.add_subparsers(dest="command", required=True)
-    tr = commands.add_parser("train", help="one training run (seeded, resumable)",
-                             description=train.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    train.add_arguments(tr)
-    tr.set_defaults(run=lambda args: train.run(tr, args))
-    rc = commands.add_parser("recipe", help="a model's whole training, every stage (resumable)",
-                             description=recipes.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    recipes.add_arguments(rc)
-    rc.set_defaults(run=lambda args: recipes.run(rc, args))
+    _add_command(commands, "train", train, "one training run (seeded, resumable)")
+    _add_command(commands, "recipe", recipes, "a model's whole training, every stage (resumable)")
     return ap
+
+
+def _add_command(commands: argparse._SubParsersAction, name: str, module: ModuleType, help: str) -> None:
+    """The command `name`, all of it `module`'s: its docstring is the command's description, its
+    add_arguments(parser) adds the flags, and its run(parser, args) runs it."""
+    command = commands.add_parser(name, help=help, description=module.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(command)
+    command.set_defaults(run=lambda args: module.run(command, args))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,6 +87,14 @@ def number_text(value: float) -> str:
     return str(int(value)) if math.isfinite(value) and float(value).is_integer() else f"{value:g}"
 
 
+def check_choice(setting: str, value: object, choices: tuple[str, ...]) -> str:
+    """`value` if it is one of `choices`, else a ValueError that names the setting and says what is
+    (a setting chosen by name, such as the graphs and fusion modes)."""
+    if value not in choices:
+        raise ValueError(f"{setting} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def check_params(policy: str, declared: tuple[Param, ...], given: dict) -> dict:
     """The full set of values for `declared`: given ones checked, missing ones at their default."""
     names = [p.name for p in declared]
