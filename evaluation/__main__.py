@@ -1,7 +1,7 @@
-"""python -m core generate|bench|lm-eval|lm-eval-task ...: see core/cli.py."""
+"""python -m evaluation generate|bench|lm-eval|lm-eval-task ...: see evaluation/cli.py."""
 
 import sys
 
-from core.cli import main
+from evaluation.cli import main
 
 sys.exit(main())

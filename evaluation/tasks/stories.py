@@ -38,7 +38,7 @@ many different tokens the generator could have written there (free_share sums it
 1000 stories of each split: 28% of answer tokens are free (2 to 8 options, median 6; ~50 free tokens
 a story: which event, connective, place, look, color, object, the friend, pet's or friend's action,
 feeling), the other 72% forced; answers are 121-221 words, median 181 (quartiles 151 and 211).
-WORDS has 92 words, 87 of them beyond core.tasks.word_problems's vocabulary.
+WORDS has 92 words, 87 of them beyond evaluation.tasks.word_problems's vocabulary.
 
 Held-out prompts: a prompt (name, pet, place) is held out iff the sum of their list indices is a
 multiple of 6 (96 of 576 prompts; every name, pet and place appears in both splits). make_split draws
@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from core.tasks.word_problems import NAMES
+from evaluation.tasks.word_problems import NAMES
 
 GENDER = {
     "mia": "girl", "leo": "boy", "ava": "girl", "sam": "boy", "zoe": "girl", "max": "boy",
@@ -95,7 +95,7 @@ WORDS = sorted(
         + FEELINGS
         + FRIENDS
     )
-)  # the vocabulary beyond core.tasks.word_problems.NAMES (prompt and answer)
+)  # the vocabulary beyond evaluation.tasks.word_problems.NAMES (prompt and answer)
 
 
 @dataclass(frozen=True)
