@@ -76,6 +76,14 @@ def add_decode_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--graphs", choices=GRAPH_MODES, default=GRAPH_MODES[0], help=GRAPHS_HELP)
 
 
+def add_decoding_args(ap: argparse.ArgumentParser, lists: bool) -> None:
+    """The flags of a command that decodes: the model's, the decode settings' and the policy
+    parameters' (`lists`: each parameter a comma list, a sweep over every combination)."""
+    add_model_args(ap)
+    add_decode_args(ap)
+    add_policy_args(ap, lists)
+
+
 def add_policy_args(ap: argparse.ArgumentParser, lists: bool) -> None:
     """One flag per declared policy parameter (`--tau`, `--k`; a one-letter name also gets `-k`)."""
     for p in declared_params().values():
@@ -326,9 +334,7 @@ def parser() -> argparse.ArgumentParser:
     gen = commands.add_parser("generate", help="decode one prompt; print the answer and a one-line summary")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--policy", default="entropy", choices=sorted(POLICIES))
-    add_model_args(gen)
-    add_decode_args(gen)
-    add_policy_args(gen, lists=False)
+    add_decoding_args(gen, lists=False)
     gen.set_defaults(run=run_generate)
 
     bench = commands.add_parser("bench", help="policies side by side on held-out problems (or --prompts), interleaved",
@@ -354,9 +360,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--length", type=int, default=601,
                        help="cache length for --forward-rows (default: a 4-shot prompt + gen 256)")
     bench.add_argument("--drift", action="store_true", help="instead: entropy-vs-drift correlation and volatility")
-    add_model_args(bench)
-    add_decode_args(bench)
-    add_policy_args(bench, lists=True)
+    add_decoding_args(bench, lists=True)
     bench.set_defaults(run=run_bench_command)
 
     ev = commands.add_parser("lm-eval", help="lm-evaluation-harness with our decoder as model `entropycache` "

@@ -140,12 +140,13 @@ class Slot:
     why: str = "'{v}' is not allowed here"
 
 
-def _every(words: list[str]) -> Domain:
-    return lambda s, f: list(words)
+def _free(words: list[str]) -> Slot:
+    """A slot any of `words` may fill, whatever the story has established."""
+    return Slot(tuple(words), lambda s, f: list(words))
 
 
 SLOTS = {
-    "conn": Slot(tuple(CONNECTIVES), _every(CONNECTIVES)),
+    "conn": _free(CONNECTIVES),
     "pron": Slot(("she", "he"), lambda s, f: [PRONOUN[s.gender]], "'{v}' but {name} is a {gender}"),
     "poss": Slot(("her", "his"), lambda s, f: [POSSESSIVE[s.gender]], "'{v}' but {name} is a {gender}"),
     "kid_main": Slot(("girl", "boy"), lambda s, f: [s.gender], "'a {v}' but {name} is a {gender}"),
@@ -155,15 +156,15 @@ SLOTS = {
     "start": Slot(tuple(PLACES), lambda s, f: [s.place], "starts in the {v} but the prompt asks for the {place}"),
     "here": Slot(tuple(PLACES), lambda s, f: [s.place], "in the {v} but {name} is in the {place}"),
     "here_again": Slot(tuple(PLACES), lambda s, f: [s.place], "the {v} but {name} is in the {place}"),
-    "to": Slot(tuple(PLACES), _every(PLACES)),
-    "look": Slot(tuple(LOOKS), _every(LOOKS)),
-    "color": Slot(tuple(COLORS), _every(COLORS)),
-    "thing": Slot(tuple(OBJECTS), _every(OBJECTS)),
-    "new_friend": Slot(tuple(FRIENDS), _every(FRIENDS)),
+    "to": _free(PLACES),
+    "look": _free(LOOKS),
+    "color": _free(COLORS),
+    "thing": _free(OBJECTS),
+    "new_friend": _free(FRIENDS),
     "friend": Slot(tuple(FRIENDS), lambda s, f: [s.friend], "{v} but the friend is {friend}"),
-    "pet_act": Slot(tuple(PET_ACTS), _every(PET_ACTS)),
-    "friend_act": Slot(tuple(FRIEND_ACTS), _every(FRIEND_ACTS)),
-    "feeling": Slot(tuple(FEELINGS), _every(FEELINGS)),
+    "pet_act": _free(PET_ACTS),
+    "friend_act": _free(FRIEND_ACTS),
+    "feeling": _free(FEELINGS),
 }
 
 
