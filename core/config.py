@@ -37,7 +37,7 @@ class ModelConfig:
     # source of the CLI's, the bench's and the app's defaults (core.decoder.DecodeConfig.for_model).
     gen_len: int = DEFAULT_GEN_LEN
     block_len: int = DEFAULT_BLOCK_LEN
-    # Decode settings the model declares for a task of its own (core/tasks), over the defaults: e.g.
+    # Decode settings the model declares for a task of its own (evaluation/tasks), over the defaults: e.g.
     # {"stories": {"temperature": 0.7}} where greedy decoding of its stories loops. DecodeConfig.for_model
     # applies them for that task; settings given explicitly win.
     task_settings: dict[str, dict] = field(default_factory=dict)

@@ -155,7 +155,7 @@ def decode(
 
     Without a config, the model's own gen and block length (DecodeConfig.for_model). before_step(tokens,
     cache, ctx), if given, runs before each step, outside its timing, and returns fields for that step's
-    event (core.diagnostics.Probe measures the cache's drift this way)."""
+    event (evaluation.diagnostics.Probe measures the cache's drift this way)."""
     config = DecodeConfig.for_model(model.config) if config is None else config
     prompt = _check_prompt(model, prompt_ids, config.gen_len)
     with passes_for(model, len(prompt) + config.gen_len, config.block_len, config.graphs) as passes:

@@ -62,7 +62,7 @@ class StepEvent:
     capture_s: float = 0.0  # capturing the CUDA graphs this step was the first to need: not in compute_s
     forward_s: float | None = 0.0  # the model's pass (None: not recorded, in a trace from before it was)
     choice_s: float | None = 0.0  # the token choice: sampling, writing and reading back the tokens
-    # Filled only under decode(..., before_step=core.diagnostics.Probe(model)): the cache's staleness at
+    # Filled only under decode(..., before_step=evaluation.diagnostics.Probe(model)): the cache's staleness at
     # the start of the step, per layer; every position's K/V change since the start of the step before;
     # and [steps since unmasked, K/V change since last step] per unmasked token.
     drift_cos: list[float] | None = None

@@ -1,6 +1,6 @@
 """The decision-cost figure: each policy's decision time per step against the prompt length.
 
-Reads the JSON rows of a context sweep (`python -m core bench --shots 0,2,4,8 --json FILE`) and
+Reads the JSON rows of a context sweep (`python -m evaluation bench --shots 0,2,4,8 --json FILE`) and
 writes an HTML figure (plotly) beside a Markdown table of the same numbers:
 
     python scripts/decision_cost_figure.py runs/context_sweep.json docs/decision_cost.html

@@ -75,12 +75,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.bench import Contender, run_bench  # noqa: E402
 from core.config import ModelConfig  # noqa: E402
 from core.decoder import DecodeConfig, decode  # noqa: E402
 from core.device import sync  # noqa: E402
 from core.families import FAMILIES  # noqa: E402
-from core.forward_cost import copy_bandwidth, forward_costs, pass_flops, weight_bytes  # noqa: E402
 from core.fusion import fusion_state, set_fusion  # noqa: E402
 from core.loading import chat_prompt_ids, load_model, part_shapes  # noqa: E402
 from core.model import DiffusionTransformer  # noqa: E402
@@ -95,8 +93,10 @@ from core.passes import (  # noqa: E402
 )
 from core.policies import TABLE_ORDER, make_policy  # noqa: E402
 from core.policies.entropy import EntropyCache  # noqa: E402
-from core.tasks import held_out  # noqa: E402
-from core.tasks.word_problems import make_split  # noqa: E402
+from evaluation.bench import Contender, run_bench  # noqa: E402
+from evaluation.forward_cost import copy_bandwidth, forward_costs, pass_flops, weight_bytes  # noqa: E402
+from evaluation.tasks import held_out  # noqa: E402
+from evaluation.tasks.word_problems import make_split  # noqa: E402
 
 # The exact shapes of the two checkpoints (their config.json), and tiny stand-ins for the dry run.
 SHAPES = {

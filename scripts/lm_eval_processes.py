@@ -1,13 +1,13 @@
 """One lm-eval run of model `entropycache` on one process and on several (torchrun), timed side by side,
 with the check that every run scored, answered and stepped as the first did.
 
-    python -m core lm-eval-task --out runs/lm-eval-task --n 40 --shots 0
+    python -m evaluation lm-eval-task --out runs/lm-eval-task --n 40 --shots 0
     python scripts/lm_eval_processes.py --runs 1x2,1x1,2x1 --out runs/lm-eval-processes -- \
         --model entropycache --device cpu --include_path runs/lm-eval-task --tasks wordproblems_0shot \
         --apply_chat_template --fewshot_as_multiturn false --model_args policy=entropy,baseline=none
 
 A run `PxT` is P processes of T threads each on the CPU (T=0: torch's default; several processes
-always get their share of the cores, core/lm_eval_ranks.py); on GPUs, `--runs 1,8 -- ... --device cuda`.
+always get their share of the cores, evaluation/lm_eval_ranks.py); on GPUs, `--runs 1,8 -- ... --device cuda`.
 Wall time is the whole command's: start-up, task and weights loading included. The machine's load
 average is printed before each run: other work on the cores slows every run, unevenly.
 """
@@ -30,7 +30,7 @@ def command(processes: int, lm_eval_args: list[str], out: Path) -> list[str]:
     launcher = [sys.executable]
     if processes > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
-    return [*launcher, "-m", "core", "lm-eval", *lm_eval_args, "--output_path", str(out), "--log_samples"]
+    return [*launcher, "-m", "evaluation", "lm-eval", *lm_eval_args, "--output_path", str(out), "--log_samples"]
 
 
 def written(out: Path) -> dict:
@@ -78,7 +78,8 @@ def main() -> None:
         first = first or got
         same = {k: got[k] == first[k] for k in ("scores", "answers", "steps")}
         scores = ", ".join(f"{name} {value:.3f}" for name, value in got["scores"].items())
-        each = threads or ("default" if int(processes) == 1 else "its share of the cores")  # core/lm_eval_ranks.py
+        # evaluation/lm_eval_ranks.py gives each process its share of the cores
+        each = threads or ("default" if int(processes) == 1 else "its share of the cores")
         rows.append(f"| {processes} | {each} | {load:.2f} | {wall:.1f} | {scores} | {got['decodes']} | "
                     f"{','.join(map(str, got['ranks']))} | {same['scores']} | {same['answers']} | {same['steps']} |")
     print("| processes | threads each | load before | wall s | scores | decodes | ranks | "

@@ -58,7 +58,7 @@ from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
-from core.tasks.word_problems import make_split  # noqa: E402
+from evaluation.tasks.word_problems import make_split  # noqa: E402
 
 
 @dataclass

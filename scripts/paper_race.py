@@ -6,12 +6,12 @@
 Each round races the preset as the app does (app.controls.run.check_run builds the lanes, and
 app.race.decode.race_snapshots steps them on the shared compute clock: vanilla decoding, no cache at
 threshold 0.9, EntropyCache at threshold 0.9, gen 256, block 32, on the model's long example, a word
-problem after four worked examples), then benches that same prompt as `python -m core bench --task
+problem after four worked examples), then benches that same prompt as `python -m evaluation bench --task
 words --shots 4 --n 1 --threshold 0.9 --policies none,entropy` does (its `vs vanilla`). It prints, per
 round and as medians: the race's speedup and its two factors, each from two lanes' clocks; the bench's
 figure for the prompt and how far the race is from it; whether EntropyCache's answer is vanilla's;
 how far the time panel's parts are from each lane's clock; and the full and partial pass costs the
-panel shows against core.forward_cost's for the same length and rows. Run it alone on the machine.
+panel shows against evaluation.forward_cost's for the same length and rows. Run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from app.race.decode import race_snapshots  # noqa: E402
 from app.race.time_panel import pass_costs  # noqa: E402
 from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
-from core.bench import Contender, run_bench  # noqa: E402
 from core.decoder import DecodeConfig  # noqa: E402
-from core.forward_cost import TimeSplit, forward_costs  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
-from core.tasks import held_out  # noqa: E402
+from evaluation.bench import Contender, run_bench  # noqa: E402
+from evaluation.forward_cost import TimeSplit, forward_costs  # noqa: E402
+from evaluation.tasks import held_out  # noqa: E402
 
 
 def race_round(registry, prompt: str) -> dict:

@@ -41,7 +41,7 @@ def tiny_model(family: str = "llada", seed: int = 0, **overrides) -> DiffusionTr
 
 def word_problems_tokenizer():
     """A word-level tokenizer of the word problems' words alone: a model that never saw a story."""
-    from core.tasks import word_problems
+    from evaluation.tasks import word_problems
     from training.word_tokenizer import build_tokenizer
 
     return build_tokenizer(word_problems.VOCABULARY)

@@ -52,7 +52,7 @@ from core.decoder import DecodeConfig, generate
 from core.events import StepEvent, Totals
 from core.loading import EMBEDDED, answer_text, chat_prompt_ids, read_config
 from core.policies import POLICIES, make_policy
-from core.tasks.word_problems import make_split
+from evaluation.tasks.word_problems import make_split
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 PROMPT = make_split("test", 1)[0].prompt

@@ -30,11 +30,11 @@ from app.serving.sessions import RunBoard, StopFlag
 from app.widgets.explain import explain_step
 from app.widgets.inert import inert
 from core.decoder import DecodeConfig, decode
-from core.diagnostics import Probe, drift_analysis, volatility_curve
 from core.events import StepEvent
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
-from core.tasks.word_problems import make_split
+from evaluation.diagnostics import Probe, drift_analysis, volatility_curve
+from evaluation.tasks.word_problems import make_split
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 PROMPT = make_split("test", 1)[0].prompt

@@ -41,13 +41,13 @@ from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from app.sweep.export import SWEEP_FORMAT  # noqa: E402
 from app.sweep.render import sweep_table  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
-from core.bench import sweep  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
-from core.diagnostics import Probe, drift_analysis  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
-from core.tasks import held_out  # noqa: E402
-from core.tasks.word_problems import make_split  # noqa: E402
+from evaluation.bench import sweep  # noqa: E402
+from evaluation.diagnostics import Probe, drift_analysis  # noqa: E402
+from evaluation.tasks import held_out  # noqa: E402
+from evaluation.tasks.word_problems import make_split  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 ROOT = Path(__file__).resolve().parent.parent

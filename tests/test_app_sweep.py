@@ -1,5 +1,5 @@
 """The Sweep tab, on CPU: request validation (your prompts' lines named), the Pareto front on known points,
-the streamed sweep against core.bench.sweep for the same settings and against `python -m core bench
+the streamed sweep against evaluation.bench.sweep for the same settings and against `python -m evaluation bench
 --prompts` for your own prompts, a picked point's texts, the downloads read back, loading a point's
 settings, refusals in the status line, and Stop.
 
@@ -34,10 +34,10 @@ from app.sweep.point import neighbour
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
 from app.sweep.tab import HELD_OUT_INSTEAD, SweepResult, SweepTab, build_sweep_tab
 from app.widgets.banner import STOPPED
-from core import cli
-from core.bench import Progress, sweep
 from core.decoder import DecodeConfig
-from core.tasks import held_out
+from evaluation import cli
+from evaluation.bench import Progress, sweep
+from evaluation.tasks import held_out
 
 STORIES = [item.prompt for item in held_out("stories", 3)]
 EXACT = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps", "n", "label")
@@ -239,7 +239,7 @@ def test_progress_bar_shows_decodes_and_problems() -> None:
     assert 'value="4" max="15"' in shown
 
 
-# ---- the sweep itself, against core.bench -----------------------------------------------------------
+# ---- the sweep itself, against evaluation.bench -----------------------------------------------------------
 
 
 def test_a_sweep_of_stories_decodes_them_as_the_model_declares(registry) -> None:
@@ -280,7 +280,7 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert isinstance(table, pd.DataFrame) and list(table.columns) == TABLE_HEADERS
     assert list(table["policy"]) == ["none", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
     assert list(table["repeats"]) == ["-"] * 3  # word problems: no story events to repeat
-    assert "Sweep done: 2 prompts" in banner and "python -m core bench --task words --n 2 --policies" in banner
+    assert "Sweep done: 2 prompts" in banner and "python -m evaluation bench --task words --n 2 --policies" in banner
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], result.params.config)
     assert exact(result.rows) == exact(direct)
@@ -455,13 +455,13 @@ def test_the_downloads_parse_back_into_the_sweeps_rows_and_texts(own_sweep) -> N
 
 
 def test_the_command_line_the_tab_names_gives_the_same_rows(own_sweep, registry, tmp_path, capsys) -> None:
-    """`python -m core bench --prompts FILE ...` as the tab's banner says it, on the prompts it downloads."""
+    """`python -m evaluation bench --prompts FILE ...` as the tab's banner says it, on the prompts it downloads."""
     s, last = own_sweep
     command = re.search(r"<code>(.*)</code>", last[s.panels.status]).group(1)
     prompts = next(p for p in last[s.panels.downloads] if p.endswith(".txt"))
     args = [{"prompts.txt": prompts, "rows.json": str(tmp_path / "rows.json")}.get(a, a)
             for a in shlex.split(html.unescape(command))]
-    assert args[:4] == ["python", "-m", "core", "bench"] and "--prompts" in args
+    assert args[:4] == ["python", "-m", "evaluation", "bench"] and "--prompts" in args
     assert cli.main([*args[3:], "--model", registry.choice(EMBEDDED_LABEL).source]) == 0
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert exact(rows) == exact(json.loads(json.dumps(last[s.panels.result].rows)))

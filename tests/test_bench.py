@@ -8,12 +8,12 @@ import sys
 import pytest
 from conftest import save_word_problems_model, tiny_model
 
-from core.bench import Contender, contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
-from core.tasks import held_out, is_correct, own_items
-from core.tasks.word_problems import make_split
+from evaluation.bench import Contender, contenders_from, format_table, run_bench
+from evaluation.tasks import held_out, is_correct, own_items
+from evaluation.tasks.word_problems import make_split
 
 FIELDS = {
     "policy",
@@ -90,7 +90,8 @@ def test_contenders_refuse_unknown_policies_and_bad_values(policies, values, mes
 
 
 def bench_cli(*args):
-    return subprocess.run([sys.executable, "-m", "core", "bench", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "evaluation", "bench", *args], capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_cli_writes_table_and_json(saved, tmp_path):
@@ -159,7 +160,7 @@ def test_cli_checks_decode_flags_before_loading(tmp_path, args, message):
 
 
 def test_forward_costs_cover_each_row_count(saved):
-    from core.forward_cost import forward_costs
+    from evaluation.forward_cost import forward_costs
 
     model, _ = load_model(saved)
     costs = forward_costs(model, 24, [24, 6, 1], repeats=2)
@@ -173,7 +174,7 @@ def test_pass_flops_are_what_torchs_flop_counter_counts(family):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    from core.forward_cost import pass_flops
+    from evaluation.forward_cost import pass_flops
 
     model = tiny_model(family)
     cache = model.new_cache(1, 20)
@@ -192,7 +193,7 @@ def test_pass_flops_are_what_torchs_flop_counter_counts(family):
 
 
 def test_weight_bytes_count_what_every_pass_reads(saved):
-    from core.forward_cost import weight_bytes
+    from evaluation.forward_cost import weight_bytes
 
     model, _ = load_model(saved)
     everything = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -204,7 +205,7 @@ def test_weight_bytes_count_what_every_pass_reads(saved):
 
 
 def test_drift_report_pools_problems(saved):
-    from core.diagnostics import drift_report, format_drift
+    from evaluation.diagnostics import drift_report, format_drift
 
     model, tok = load_model(saved)
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
@@ -223,7 +224,7 @@ def test_drift_report_pools_problems(saved):
 
 
 def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
-    from core.bench import sweep, sweep_progress
+    from evaluation.bench import sweep, sweep_progress
 
     model, tok = load_model(saved)
     problems = held_out("words", 2)
@@ -250,7 +251,7 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
 def test_every_row_keeps_what_each_prompt_decoded_and_its_measures(saved):
     """per_prompt: the answer (text, tokens before the end-of-text), its grade, agreement and first divergence
     against the reference, and the full steps split as the row's fractions split them."""
-    from core.bench import first_divergence, matched_positions
+    from evaluation.bench import first_divergence, matched_positions
 
     assert first_divergence([1, 2, 3], [1, 2, 3]) == 3 and first_divergence([1, 2, 3], [1, 5, 3]) == 1
     assert first_divergence([1, 2, 3], [1, 2]) == 2 and first_divergence([1, 2], [1, 2, 3]) == 2
@@ -322,8 +323,8 @@ def test_cli_names_the_bad_line_of_a_prompts_file_before_the_weights_load(tmp_pa
     """A tokenizer of the word problems' words alone, and no weights at all: the file's error comes first."""
     from conftest import word_problems_tokenizer
 
-    from core.cli import main
     from core.loading import EMBEDDED
+    from evaluation.cli import main
 
     (tmp_path / "config.json").write_bytes((EMBEDDED / "config.json").read_bytes())
     word_problems_tokenizer().save_pretrained(tmp_path)
@@ -335,9 +336,9 @@ def test_cli_names_the_bad_line_of_a_prompts_file_before_the_weights_load(tmp_pa
 
 
 def test_task_items_few_shot_prompts_and_grading():
-    from core.tasks import held_out, is_correct
-    from core.tasks.stories import make_split as stories_split
-    from core.tasks.word_problems import make_split as words_split
+    from evaluation.tasks import held_out, is_correct
+    from evaluation.tasks.stories import make_split as stories_split
+    from evaluation.tasks.word_problems import make_split as words_split
 
     plain = held_out("words", 3)
     assert [i.prompt for i in plain] == [p.prompt for p in words_split("test", 3)]
@@ -467,7 +468,7 @@ def test_the_embedded_model_answers_k_shot_problems():
 def test_story_rows_say_how_many_events_repeat_an_earlier_one():
     """Beside the checker's pass: the pooled share of the answers' events seen before in the same story
     (words have none: no column)."""
-    from core.tasks import stories
+    from evaluation.tasks import stories
 
     model, tok = load_model("embedded")
     items = held_out("mix", 3)  # a word problem, a story, a word problem
@@ -485,7 +486,7 @@ def test_story_rows_say_how_many_events_repeat_an_earlier_one():
 def test_the_embedded_model_writes_a_held_out_story_the_checker_accepts():
     """The embedded model, the exact decoder at its defaults: a held-out story prompt gets a story of
     100-230 words that the checker passes."""
-    from core.tasks import stories
+    from evaluation.tasks import stories
 
     model, tok = load_model("embedded")
     story = stories.make_split("test", 2)[1]

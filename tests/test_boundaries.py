@@ -1,10 +1,12 @@
-"""The package boundaries: the decoder library (core) imports no UI, app or training code, training
-imports no UI or app code, and in the app only the modules that meet the browser import gradio.
+"""The package boundaries: the decoder library (core) imports no UI, app, training or evaluation code,
+evaluation imports no UI, app or training code, training imports no UI or app code, and in the app
+only the modules that meet the browser import gradio.
 
-ruff enforces them: core/ruff.toml, training/ruff.toml and app/ruff.toml extend the root configuration
-with the banned-api rule (TID251), and `ruff check .` (test.sh) applies each to its own tree. These tests check
-that configuration on probe sources linted as if they were files there, and that importing every core
-module at run time loads none of the banned packages (an import ruff cannot see, e.g. importlib's).
+ruff enforces them: core/ruff.toml, evaluation/ruff.toml, training/ruff.toml and app/ruff.toml extend the
+root configuration with the banned-api rule (TID251), and `ruff check .` (test.sh) applies each to its own
+tree. These tests check that configuration on probe sources linted as if they were files there, and that
+importing every module of core, and of evaluation, at run time loads none of its banned packages (an
+import ruff cannot see, e.g. importlib's).
 """
 
 import json
@@ -15,7 +17,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BANNED = {"core": ["gradio", "plotly", "app", "training"], "training": ["gradio", "plotly", "app"]}
+BANNED = {
+    "core": ["gradio", "plotly", "app", "training", "evaluation"],
+    "evaluation": ["gradio", "plotly", "app", "training"],
+    "training": ["gradio", "plotly", "app"],
+}
 
 
 def banned_import_lines(path: str, source: str) -> list[int]:
@@ -51,20 +57,25 @@ def test_what_decodes_renders_or_checks_in_the_app_imports_no_gradio(path):
     ("app/controls/panel.py", "gradio"),
     ("app/serving/runner.py", "gradio"),
     ("training/probe.py", "core.loading"),  # training builds on core
-    ("app/probe.py", "training.train"),  # the boundaries are core's and training's own
+    ("training/probe.py", "evaluation.tasks"),  # and trains on evaluation's tasks
+    ("evaluation/probe.py", "core.loading"),  # evaluation measures core
+    ("evaluation/sub/probe.py", "evaluation.tasks"),
+    ("app/probe.py", "training.train"),  # the boundaries are core's, evaluation's and training's own
+    ("app/probe.py", "evaluation.bench"),
     ("core/probe.py", "core.loading"),
 ])
 def test_an_allowed_import_is_not_banned(path, module):
     assert banned_import_lines(path, f"import {module}\n\nprint({module})\n") == []
 
 
-def test_importing_every_core_module_loads_no_ui_app_or_training_code():
+@pytest.mark.parametrize("package", ["core", "evaluation"])
+def test_importing_every_module_of_a_package_loads_none_of_its_banned_packages(package):
     check = f"""
 import importlib, pkgutil, sys
-import core
-banned = {set(BANNED["core"])!r}
-for m in pkgutil.walk_packages(core.__path__, "core."):
-    if m.name == "core.__main__":
+import {package}
+banned = {set(BANNED[package])!r}
+for m in pkgutil.walk_packages({package}.__path__, "{package}."):
+    if m.name == "{package}.__main__":
         continue
     try:
         importlib.import_module(m.name)

@@ -1,4 +1,4 @@
-"""The command lines, `python -m core generate|bench|lm-eval|lm-eval-task` and `python -m training`, on a small
+"""The command lines, `python -m evaluation generate|bench|lm-eval|lm-eval-task` and `python -m training`, on a small
 saved model: one test per command here (bench: tests/test_bench.py, training: tests/test_train.py), and the
 shared flags."""
 
@@ -17,7 +17,7 @@ def model_dir(tmp_path_factory):
     return save_word_problems_model(tmp_path_factory.mktemp("own"), gen_len=16, block_len=8)
 
 
-def cli(*args, module: str = "core"):
+def cli(*args, module: str = "evaluation"):
     env = {**os.environ, "COLUMNS": "300"}  # help text on one line per flag
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=120, env=env)
 
@@ -55,7 +55,7 @@ def test_generate_bad_input(model_dir, args, message):
 def test_unknown_words_are_named_with_what_the_model_reads(model_dir):
     out = cli("generate", "--model", str(model_dir), "--prompt", "What is 12 plus 7?")
     assert out.returncode == 2 and "'What', 'plus'" in out.stderr
-    assert "trained only on word problems" in out.stderr and "python -m core generate --prompt" in out.stderr
+    assert "trained only on word problems" in out.stderr and "python -m evaluation generate --prompt" in out.stderr
 
 
 def test_generate_checks_decode_flags_before_loading(tmp_path):
@@ -84,8 +84,8 @@ def test_every_policy_parameter_has_its_flag():
 
 def test_every_decode_setting_has_its_flag():
     """Decode flags come from the decode settings' declarations (DecodeConfig.parameters), with their help."""
-    from core.cli import FLAGS
     from core.decoder import DecodeConfig
+    from evaluation.cli import FLAGS
 
     out = cli("generate", "--help")
     assert out.returncode == 0 and out.stderr == ""
@@ -99,7 +99,7 @@ def test_every_command_is_behind_the_one_entry_point():
     assert out.returncode == 0 and out.stderr == "" and "{generate,bench,lm-eval,lm-eval-task}" in out.stdout
     for command in ("generate", "bench", "lm-eval", "lm-eval-task"):
         out = cli(command, "--help")
-        assert out.returncode == 0 and out.stderr == "" and f"python -m core {command}" in out.stdout
+        assert out.returncode == 0 and out.stderr == "" and f"python -m evaluation {command}" in out.stdout
     out = cli("--help", module="training")
     assert out.returncode == 0 and out.stderr == "" and "{train,recipe}" in out.stdout
     for command in ("train", "recipe"):
@@ -109,6 +109,6 @@ def test_every_command_is_behind_the_one_entry_point():
 
 def test_the_package_function_generate_is_not_shadowed():
     """`core.generate` is the function even after the command line is imported."""
-    code = "import core, core.cli, core.bench, training.train; assert callable(core.generate); print('ok')"
+    code = "import core, evaluation.cli, evaluation.bench, training.train; assert callable(core.generate); print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

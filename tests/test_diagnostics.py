@@ -7,7 +7,10 @@ import torch
 from conftest import busy_for, tiny_model
 
 from core.decoder import DecodeConfig, decode
-from core.diagnostics import (
+from core.events import StepEvent
+from core.kv_cache import KVCache
+from core.policies import make_policy
+from evaluation.diagnostics import (
     Probe,
     StepPair,
     drift_analysis,
@@ -23,9 +26,6 @@ from core.diagnostics import (
     volatility_curve,
     what_holds,
 )
-from core.events import StepEvent
-from core.kv_cache import KVCache
-from core.policies import make_policy
 
 PROMPT = [3, 9, 4, 12, 7, 30]
 

@@ -27,7 +27,7 @@ from core.fusion import FusedPart, check_fusion, compiles, fusion_state, set_fus
 from core.model import POINTWISE
 from core.passes import idle_workspaces, passes_for
 from core.policies import TABLE_ORDER, make_policy
-from core.tasks import held_out
+from evaluation.tasks import held_out
 
 
 class Recording:

@@ -18,14 +18,14 @@ from lm_eval import simple_evaluate  # noqa: E402
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-from core.bench import Contender, run_bench  # noqa: E402
-from core.cli import main  # noqa: E402
 from core.decoder import DecodeConfig  # noqa: E402
-from core.lm_eval_model import EntropyCacheLM, cut_at_stop, parse_model_args, render_chat  # noqa: E402
-from core.lm_eval_ranks import Launch, cpu_threads  # noqa: E402
 from core.loading import chat_prompt_ids, load_model  # noqa: E402
-from core.tasks import held_out  # noqa: E402
-from core.tasks.lm_eval_export import write_task  # noqa: E402
+from evaluation.bench import Contender, run_bench  # noqa: E402
+from evaluation.cli import main  # noqa: E402
+from evaluation.lm_eval_model import EntropyCacheLM, cut_at_stop, parse_model_args, render_chat  # noqa: E402
+from evaluation.lm_eval_ranks import Launch, cpu_threads  # noqa: E402
+from evaluation.tasks import held_out  # noqa: E402
+from evaluation.tasks.lm_eval_export import write_task  # noqa: E402
 
 GEN = {"gen_len": 64, "block_len": 32}
 METRIC = "exact_match,final_number"
@@ -106,7 +106,7 @@ def test_bad_model_args_get_a_message_naming_them(args: dict, message: str) -> N
 
 
 def test_bad_args_fail_before_any_weights_load(monkeypatch) -> None:
-    import core.lm_eval_model as adapter
+    import evaluation.lm_eval_model as adapter
 
     monkeypatch.setattr(adapter, "load_model", lambda *a, **k: pytest.fail("weights loaded"))
     with pytest.raises(ValueError, match="could not get 'nobody/no-such-model' from the hub or its cache"):
@@ -171,7 +171,7 @@ def test_two_processes_answer_and_score_what_one_does(tmp_path) -> None:
         torch.set_num_threads(threads)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     args = lm_eval_args(tmp_path / "task", task, tmp_path / "two", "policy=entropy,baseline=none,gen_len=64")
-    done = subprocess.run([*launcher, "-m", "core", "lm-eval", *args], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([*launcher, "-m", "evaluation", "lm-eval", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("entropycache speed:") == 1  # rank 0 alone prints it
@@ -209,8 +209,8 @@ def test_lm_evals_padding_of_a_short_rank_is_not_decoded_again() -> None:
 
 
 def test_set_ups_that_cannot_work_are_refused_before_any_weights_load(tmp_path, monkeypatch, capsys) -> None:
-    import core.lm_eval_model as adapter
-    import core.lm_eval_ranks as ranks
+    import evaluation.lm_eval_model as adapter
+    import evaluation.lm_eval_ranks as ranks
 
     monkeypatch.setattr(adapter, "load_model", lambda *a, **k: pytest.fail("weights loaded"))
     monkeypatch.setattr(ranks, "Accelerator", lambda *a, **k: pytest.fail("a process group started"))

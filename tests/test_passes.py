@@ -106,7 +106,7 @@ def test_the_embedded_model_decodes_the_same_with_its_passes_padded():
     so that equal tokens are the property and not float32 rounding luck (in float32 a padded pass's
     logits agree to ~1e-5: test_a_padded_pass_computes_what_the_exact_rows_compute...)."""
     import core
-    from core.tasks import held_out
+    from evaluation.tasks import held_out
 
     model, tokenizer = core.load_model()
     model.double()

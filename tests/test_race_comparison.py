@@ -32,9 +32,9 @@ from app.serving.sessions import RunBoard
 from app.widgets.text_view import TokenText
 from core.decoder import DecodeConfig, generate
 from core.events import StepEvent, Totals
-from core.forward_cost import TimeSplit
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
+from evaluation.forward_cost import TimeSplit
 
 
 @pytest.fixture(scope="module")

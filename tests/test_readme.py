@@ -39,6 +39,7 @@ def test_core_generate_stays_the_function_after_the_cli_bench_and_app_are_import
     """No module of the package may be named like the function core.generate: importing a submodule
     rebinds the package attribute, and the README's core.generate(...) would call a module. A fresh
     interpreter, so that no other test's imports count."""
-    check = "import core, core.cli, core.bench, app.ui, core.decoder; assert core.generate is core.decoder.generate"
+    check = ("import core, evaluation.cli, evaluation.bench, app.ui, core.decoder; "
+             "assert core.generate is core.decoder.generate")
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ import torch
 from core.decoder import DecodeConfig, generate
 from core.loading import EMBEDDED, chat_prompt_ids, load_model
 from core.policies import make_policy
-from core.tasks.word_problems import example_prompt
+from evaluation.tasks.word_problems import example_prompt
 from training import train
 from training.cli import main
 from training.recipes import RECIPES, command_lines, stage_argv

@@ -5,9 +5,9 @@ import statistics
 
 import pytest
 
-from core.tasks import stories
-from core.tasks import word_problems as task
-from core.tasks.stories import Story, check_story, choice_points, free_share, is_held_out, make_split, make_story
+from evaluation.tasks import stories
+from evaluation.tasks import word_problems as task
+from evaluation.tasks.stories import Story, check_story, choice_points, free_share, is_held_out, make_split, make_story
 from training.word_tokenizer import build_tokenizer
 
 PROMPT = "tell a story about leo and a dog in the park ."

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from core.loading import load_model
-from core.tasks.word_problems import extract_answer, make_split
+from evaluation.tasks.word_problems import extract_answer, make_split
 from training.batches import DRILL_LEN, GEN_LEN, SHORT_LEN, make_batch, pick_kind, result_groups, vocabulary
 from training.cli import main
 from training.objective import EPS, hidden_mask
@@ -114,7 +114,7 @@ def test_number_init_puts_numbers_on_a_line_and_keeps_norms():
 def test_drills_are_exact_facts_in_the_answer_format():
     import random
 
-    from core.tasks.word_problems import MAX_VALUE, make_drill
+    from evaluation.tasks.word_problems import MAX_VALUE, make_drill
 
     rng = random.Random(0)
     seen = set()
@@ -175,7 +175,7 @@ def test_k_shot_rows_train_every_answer_and_nothing_else():
 def test_story_rows_and_the_mixture():
     import random
 
-    from core.tasks.stories import check_story, is_held_out
+    from evaluation.tasks.stories import check_story, is_held_out
 
     tok = build_tokenizer(vocabulary())
     batch = make_batch(tok, random.Random(2), 4000, "stories")
@@ -270,7 +270,7 @@ def test_a_zero_shot_words_batch_mixes_drills_row_by_row_on_a_short_canvas():
 
 
 def test_the_zero_shot_vocabulary_is_the_word_problems_without_the_worked_example_frame():
-    from core.tasks import stories, word_problems
+    from evaluation.tasks import stories, word_problems
 
     zero_shot, every = vocabulary("words-0-shot"), vocabulary()
     assert len(build_tokenizer(zero_shot)) == 121 and len(build_tokenizer(every)) == 210  # 7 special tokens each
@@ -325,7 +325,7 @@ def test_bad_numbers_are_refused_before_training(tmp_path, capsys, flag, value, 
 def test_warm_start_keeps_every_weight_and_matches_embedding_rows_by_token(tmp_path):
     from core.config import ModelConfig
     from core.model import DiffusionTransformer
-    from core.tasks import word_problems
+    from evaluation.tasks import word_problems
     from training.checkpoint import save_own_model
     from training.init_weights import warm_start
 

@@ -24,7 +24,7 @@ from app.race.tab import build_race_tab
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
-from core.tasks.word_problems import make_split
+from evaluation.tasks.word_problems import make_split
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # the worker forks a threaded server
 

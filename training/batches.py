@@ -19,7 +19,7 @@ import torch
 
 from core.config import DEFAULT_BLOCK_LEN
 from core.loading import chat_frame
-from core.tasks import stories, word_problems
+from evaluation.tasks import stories, word_problems
 
 GEN_LEN = 256  # the response canvas of stories and of some word problems (the decode default)
 SHORT_LEN = 64  # the canvas of most word problems (an answer is at most ~45 words) and of drills

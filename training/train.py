@@ -33,7 +33,7 @@ from core.config import ModelConfig
 from core.decoder import DecodeConfig
 from core.loading import read_config
 from core.model import DiffusionTransformer
-from core.tasks.word_problems import NUMBERS, make_split
+from evaluation.tasks.word_problems import NUMBERS, make_split
 from training.batches import GEN_LEN, MAX_SHOTS, VOCABULARIES, make_batch, pick_kind, vocabulary
 from training.checkpoint import save_own_model
 from training.init_weights import init_number_rows, warm_start

@@ -1,4 +1,4 @@
-"""The diagnostic decode behind the Drift tab: the picked policy with core's Probe hook, as snapshots.
+"""The diagnostic decode behind the Drift tab: the picked policy with evaluation's Probe hook, as snapshots.
 
 `drift_snapshots` is the only part that touches the model (on a GPU it runs inside the GPU
 allocation) and yields plain data: the events so far. No gradio here.
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from app.controls.run import Run
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
-from core.diagnostics import Probe
 from core.events import StepEvent
+from evaluation.diagnostics import Probe
 
 
 @dataclass(frozen=True)

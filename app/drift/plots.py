@@ -1,7 +1,7 @@
 """Plotly figures of a diagnostic decode: K/V change vs entropy, cache staleness by steps since a full step and
 per layer, K/V volatility by age.
 
-They read what core.diagnostics computes from the events; nothing here measures anything. No gradio here.
+They read what evaluation.diagnostics computes from the events; nothing here measures anything. No gradio here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _r(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:+.2f}"
 
 
-SERIES_STYLE = {  # core.diagnostics.SERIES: what each shows, and its colour
+SERIES_STYLE = {  # evaluation.diagnostics.SERIES: what each shows, and its colour
     "reused": ("rows the next step reuses", FULL_COLOR),
     "recomputed": ("rows it recomputes", LINE_COLOR),
     "change": ("every row (every step is full)", LINE_COLOR),

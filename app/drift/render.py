@@ -1,5 +1,5 @@
 """The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner (with the
-sentence of what holds on this prompt), the response text and four figures, using core.diagnostics for
+sentence of what holds on this prompt), the response text and four figures, using evaluation.diagnostics for
 every number.
 
 Data flows one way: the decoder yields events, this module only reads them. No gradio here.
@@ -19,9 +19,9 @@ from app.widgets.banner import banner
 from app.widgets.explain import explain_step
 from app.widgets.lane_plots import step_axis
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
-from core.diagnostics import drift_analysis, volatility_curve
 from core.events import StepEvent
 from core.loading import answer_text
+from evaluation.diagnostics import drift_analysis, volatility_curve
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class DriftUpdate:
     staleness_fig: go.Figure
     heatmap_fig: go.Figure
     volatility_fig: go.Figure
-    analysis: dict  # core.diagnostics.drift_analysis of the events so far
-    curve: dict[int, float]  # core.diagnostics.volatility_curve of the events so far
+    analysis: dict  # evaluation.diagnostics.drift_analysis of the events so far
+    curve: dict[int, float]  # evaluation.diagnostics.volatility_curve of the events so far
     events: tuple[StepEvent, ...]
     # Only on the last update of a decode that ran to the end: its text, the decode for the Explain
     # panel, and the explanation of its last step.

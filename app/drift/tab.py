@@ -1,4 +1,4 @@
-"""The Drift tab: a diagnostic decode of the picked policy (core's Probe hook) streamed into four
+"""The Drift tab: a diagnostic decode of the picked policy (evaluation's Probe hook) streamed into four
 figures, and an Explain panel that describes any step of the finished decode in plain language.
 
 The handler checks its input as the Race tab's does (app/controls/run.py) and runs through the tab

@@ -22,8 +22,8 @@ from app.serving.closing import close
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
-from core.forward_cost import weight_read_floor_s
 from core.passes import capture_ahead, capture_failure
+from evaluation.forward_cost import weight_read_floor_s
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Snapshot:
     stepped: int  # index of the lane that took the latest step
     finished: bool  # every lane is done
     capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
-    floor_s: float | None = None  # on a GPU, reading every weight once (core.forward_cost.weight_read_floor_s)
+    floor_s: float | None = None  # on a GPU, reading every weight once (evaluation.forward_cost.weight_read_floor_s)
     graphs_failed: str = ""  # why capturing CUDA graphs failed, once it did: every lane runs eagerly since
 
     @property

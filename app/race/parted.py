@@ -16,7 +16,7 @@ from app.race.comparison import LaneLabel
 from app.race.decode import Lane
 from app.widgets.text_diff import LEGEND, diff_column
 from app.widgets.text_view import TokenText
-from core.bench import first_divergence, matched_positions
+from evaluation.bench import first_divergence, matched_positions
 
 
 class Parting(NamedTuple):

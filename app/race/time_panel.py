@@ -1,5 +1,5 @@
 """Where each lane's time goes, live: full passes, partial passes, the token choice and the decision
-(they add up to the lane's clock: core.forward_cost.TimeSplit); what one full and one partial pass
+(they add up to the lane's clock: evaluation.forward_cost.TimeSplit); what one full and one partial pass
 cost at this length on this device; on a GPU the floor of reading every weight once; the most a
 cache could gain with the lane's schedule, how close it came; and one sentence from those numbers
 that says why. No gradio here.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from app.race.comparison import LaneLabel
 from app.race.decode import Lane
-from core.forward_cost import TimeSplit
+from evaluation.forward_cost import TimeSplit
 
 HEADERS = ("lane", "full passes", "partial passes", "token choice", "decision", "compute clock")
 NOT_RECORDED = "This trace does not record the time of each pass: it was recorded before the race kept it."
@@ -20,7 +20,7 @@ NOT_RECORDED = "This trace does not record the time of each pass: it was recorde
 
 def time_html(lanes: Sequence[Lane], labels: Sequence[LaneLabel], length: int, floor_s: float | None) -> str:
     """The panel for a race's lanes as they stand; `length`: the rows of a full pass (prompt + gen),
-    `floor_s`: the weight-read floor (core.forward_cost.weight_read_floor_s; None on the CPU)."""
+    `floor_s`: the weight-read floor (evaluation.forward_cost.weight_read_floor_s; None on the CPU)."""
     splits = [TimeSplit.of(lane.events) for lane in lanes]
     if any(split is None for split in splits):
         return _panel("", NOT_RECORDED)

@@ -20,10 +20,10 @@ from app.serving.turn_queue import TurnQueue
 from app.widgets.banner import STOPPED
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.decoder import DecodeConfig, decode
-from core.forward_cost import weight_read_floor_s
 from core.loading import chat_prompt_ids
 from core.passes import capture_ahead
 from core.policies import make_policy
+from evaluation.forward_cost import weight_read_floor_s
 
 
 class AppContext:

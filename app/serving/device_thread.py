@@ -6,7 +6,7 @@ thread. Stepped from one of gradio's worker threads, a decode runs markedly slow
 decode in a script, small elementwise kernels far more than matrix multiplies, so that even the
 ratio between a full step and a partial one, the speedup a race shows, moves (docs/BENCHMARKS.md,
 "The app under load"). So the app hands every CPU model load and decode step to the main thread,
-which does nothing else: its decodes run at the speed of `python -m core` and the bench, and its
+which does nothing else: its decodes run at the speed of `python -m evaluation` and the bench, and its
 clocks measure what theirs do.
 
 That thread decodes with every core but one (`decode_threads`): the server's own work (the previous

@@ -3,7 +3,7 @@ decode settings picking it sets, and what the model was trained on.
 
 A chat model (LLaDA, Dream, a local checkpoint of theirs) gets the long prompts of the paper's regime
 first (app/serving/long_prompts.py), then a few short chat prompts, marked as short. One of our own
-models gets held-out items of every task its tokenizer reads (core/tasks/), never seen in training,
+models gets held-out items of every task its tokenizer reads (evaluation/tasks/), never seen in training,
 among them a word problem after four worked examples: the long prompt of its paper's comparison.
 """
 
@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 from app.serving.long_prompts import LONG_PROMPTS
 from core.loading import unknown_words
-from core.tasks import Item, held_out
-from core.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
+from evaluation.tasks import Item, held_out
+from evaluation.tasks.word_problems import ITEMS, MAX_VALUE, NAMES
 
 CHAT_EXAMPLES = (
     "Lily can run 12 kilometers per hour for 4 hours. After that, she runs 6 kilometers per hour. "

@@ -155,7 +155,7 @@ def local_choice(folder: str | os.PathLike, label: str, device: str) -> ModelCho
         raise ValueError(f"model folder {str(folder)!r} has no config.json")
     config, family, _ = read_config(path)
     defaults = DecodeConfig.for_model(config)
-    if family.name == "own":  # one of ours: its tasks (core/tasks/) give the examples
+    if family.name == "own":  # one of ours: its tasks (evaluation/tasks/) give the examples
         examples, trained_on = task_examples(load_tokenizer(path, family), config.task_settings)
         return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, examples, trained_on)
     return ModelChoice(label, str(path), device, defaults.gen_len, defaults.block_len, chat_examples())

@@ -1,7 +1,7 @@
 """The Sweep tab's decoding half: a tau x k sweep request checked and built, run decode by decode, and
 a picked point read back.
 
-A sweep is core.bench's: the exact decoder and EntropyCache at every (tau, k) of the grid decode the
+A sweep is evaluation.bench's: the exact decoder and EntropyCache at every (tau, k) of the grid decode the
 same prompts, interleaved: the held-out items of one task (stories, or word problems alone or after
 worked examples) or the visitor's own prompts, one a line. Each point is a bench row (speedup,
 accuracy, agreement, first divergence, ..., and what it decoded for every prompt). Every list, count
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
 from app.controls.sent import check_choice, shown
-from core.bench import Progress, sweep_progress
 from core.decoder import DecodeConfig
 from core.policies import Param
-from core.tasks import Item, held_out, own_items, prompt_lines
+from evaluation.bench import Progress, sweep_progress
+from evaluation.tasks import Item, held_out, own_items, prompt_lines
 
 MAX_TAUS = 8
 MAX_KS = 4
@@ -39,7 +39,7 @@ DEFAULT_KS = "2"
 # The decode controls a sweep takes. It decodes greedily but where its model declares other settings for
 # the task of its held-out items (ModelConfig.task_settings: the embedded model samples its stories).
 DECODING = ("gen_len", "block_len", "steps", "threshold")
-# What a visitor picks -> (core.tasks task, worked examples before each problem). Stories first: they
+# What a visitor picks -> (evaluation.tasks task, worked examples before each problem). Stories first: they
 # have real choices, so tau changes what is recomputed; word problems are nearly certain everywhere.
 TASKS = {"stories": ("stories", 0), "word problems": ("words", 0), "word problems, 4-shot": ("words", 4)}
 OWN_PROMPTS = "your prompts"  # the other choice: the prompts box, one prompt a line
@@ -85,7 +85,7 @@ class SweepParams:
         return DecodeConfig.for_model(model_config, task=TASKS[self.task][0], graphs=self.config.graphs, **own)
 
     def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
-        """The sweep's progress after each decode (plain data: core.bench.Progress), as the tab runner's
+        """The sweep's progress after each decode (plain data: evaluation.bench.Progress), as the tab runner's
         Job. Stops between two decodes once should_stop() is true."""
         config = self.decode_config(model.config)
         for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), config):
@@ -126,7 +126,7 @@ def _plain_number(item: str, control: Control) -> float:
 
 
 def parse_prompts(text: object) -> tuple[tuple[int, str], ...]:
-    """The prompts box: (line, prompt) for each line that is not blank (core.tasks.prompt_lines, as
+    """The prompts box: (line, prompt) for each line that is not blank (evaluation.tasks.prompt_lines, as
     `bench --prompts FILE` reads a file), at most MAX_OWN_PROMPTS, each checked as the Race's prompt is,
     a message naming its line. (Whether the model can read them is the registry's check: app/sweep/tab.py.)"""
     if not isinstance(text, str) or not text.strip():

@@ -1,5 +1,5 @@
 """A sweep to take home: its points and every text as CSV, everything as JSON, the prompts as a file,
-and the command line that runs the same sweep (`python -m core bench`, whose `--json` rows are these).
+and the command line that runs the same sweep (`python -m evaluation bench`, whose `--json` rows are these).
 
 The CSV columns are the bench rows' own fields (a point's) and the per-prompt records' (a text's), in
 their order, so a measure the bench adds appears here by itself. Files are written as every download
@@ -26,7 +26,7 @@ def cli_command(params: SweepParams, model: str | None, device: str) -> str:
     """The bench command that decodes the same sweep (your prompts from the prompts download, saved as
     prompts.txt). `model`: its --model (None: the embedded model, the default; a folder is not shown)."""
     c = params.config
-    args = ["python", "-m", "core", "bench"]
+    args = ["python", "-m", "evaluation", "bench"]
     if model is not None:
         args += ["--model", model, "--device", device]
     if params.task == OWN_PROMPTS:

@@ -2,7 +2,7 @@
 every token where they differ marked, the first one flagged, and the steps the policy made full
 (forced at a block's start, or by entropy) as a strip of the decode's steps.
 
-Everything comes from the bench rows' per-prompt records (core/bench.py `per_prompt`): what was
+Everything comes from the bench rows' per-prompt records (evaluation/bench.py `per_prompt`): what was
 decoded is never decoded again. Token text comes from the pieces the tab kept of the model's tokenizer
 (app/widgets/text_view.py), every piece HTML-escaped: a visitor's prompt and a model's output are text.
 No gradio here.

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from app.widgets.banner import banner
 from app.widgets.plot_style import MARGIN
-from core.bench import Progress
+from evaluation.bench import Progress
 
 
 @dataclass(frozen=True)

@@ -51,14 +51,14 @@ from app.sweep.point import PICK_HINT, neighbour, point_html
 from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, shown_metric, sweep_table
 from app.widgets.banner import banner, refuses
 from app.widgets.text_view import TokenText
-from core.bench import Progress
 from core.loading import chat_prompt_ids
+from evaluation.bench import Progress
 
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
 SWEEP_OOM = "Out of GPU memory: try a shorter gen length."
 INTRO = f"""### Tune tau by looking
 The exact decoder and EntropyCache at every (tau, k) you list decode the same prompts, interleaved,
-exactly as `python -m core bench` does: held-out prompts of one task, or **your own prompts**, one per
+exactly as `python -m evaluation bench` does: held-out prompts of one task, or **your own prompts**, one per
 line (up to {MAX_OWN_PROMPTS}), on any model in the picker. Each point is one setting's measured speedup
 against its accuracy (word problems: the right number; stories: the story checker's pass), its token
 agreement with the exact decoder, or its first divergence: how many tokens its texts match the exact

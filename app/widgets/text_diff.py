@@ -24,7 +24,7 @@ LEGEND = ('<span><span class="ec-tok ec-diff">word</span> differs from the other
 def diff_column(title: str, tokens: Sequence[int], other: Sequence[int], first: int, pieces: Mapping[int, str],
                 sep: str) -> str:
     """A text as tokens, each one that differs from `other` at its position marked, the one at `first`
-    (core.bench.first_divergence) flagged."""
+    (evaluation.bench.first_divergence) flagged."""
     spans = []
     for i, token in enumerate(tokens):
         differs = i >= len(other) or other[i] != token

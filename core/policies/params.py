@@ -2,7 +2,7 @@
 
 A policy's parameters (CachePolicy.parameters) and the decode settings (DecodeConfig.parameters) are
 declared this way, and everything else is derived from the declarations: the objects' own checks,
-the command line's flags (core/cli.py), the bench's columns and sweeps, and the app's controls,
+the command line's flags (evaluation/cli.py), the bench's columns and sweeps, and the app's controls,
 whose server-side bounds are the declared UI range. A bad value is a ValueError that names the
 setting and what it allows.
 """

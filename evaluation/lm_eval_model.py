@@ -1,7 +1,7 @@
 """lm-evaluation-harness model `entropycache`: our decoder with any cache policy behind lm-eval's
 generate_until, so a task's accuracy comes with the speed that bought it.
 
-    python -m core lm-eval --model entropycache --tasks gsm8k --num_fewshot 4 --apply_chat_template \
+    python -m evaluation lm-eval --model entropycache --tasks gsm8k --num_fewshot 4 --apply_chat_template \
         --model_args pretrained=llada,policy=entropy,tau=1,k=2,gen_len=256,block_len=32,device=cuda
 
 Model args: `pretrained` (a checkpoint folder, a hub id, 'llada', 'dream'; default: the embedded
@@ -15,7 +15,7 @@ a time.
 
 Under `accelerate launch` or `torchrun` every process loads the whole model on its own device
 (cuda:LOCAL_RANK; on the CPU, its share of the cores) and lm-eval shards the requests over them
-(core/lm_eval_ranks.py); the speed summary is gathered from every rank and merged on rank 0, which
+(evaluation/lm_eval_ranks.py); the speed summary is gathered from every rank and merged on rank 0, which
 alone prints it and writes the results, each request once with the rank that decoded it.
 
 Generation follows LLaDA's and Fast-dLLM's own evaluation: the whole canvas of gen_len tokens is
@@ -45,10 +45,10 @@ from tqdm import tqdm
 
 from core.decoder import DecodeConfig, generate
 from core.events import Totals
-from core.lm_eval_ranks import Launch, check_launch, join
 from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
 from core.passes import check_graphs
 from core.policies import POLICIES, make_policy
+from evaluation.lm_eval_ranks import Launch, check_launch, join
 
 DECODE_ARGS = {p.name: p for p in DecodeConfig.parameters}  # gen_len, block_len, steps, threshold, ...
 GENERATION_ONLY = (
@@ -257,7 +257,7 @@ class EntropyCacheLM(LM):
 
     def speed_summary(self, speed: SpeedLog | None = None) -> dict:
         """The run's speed, per policy decoded (from `speed`, by default this process's): what `python -m
-        core lm-eval` adds to the results JSON."""
+        evaluation lm-eval` adds to the results JSON."""
         speed = self.speed if speed is None else speed
         label = make_policy(self.policy, **self.params).describe()
         out = {"policy": label, "config": asdict(self.config), "processes": self.world_size,

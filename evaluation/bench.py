@@ -1,4 +1,4 @@
-"""Side-by-side benchmark of cache policies on held-out task items (`python -m core bench`).
+"""Side-by-side benchmark of cache policies on held-out task items (`python -m evaluation bench`).
 
 All policies run in one process on the same prompts and seed, interleaved prompt by prompt (the
 order rotates), so machine noise hits them alike. Times are the decoder's own per-step compute
@@ -12,7 +12,7 @@ decides on): its median, 90th percentile and maximum over every step. Full steps
 token above tau). With a confidence threshold, the bench also runs the one-token-per-step exact
 decoder on the same prompts (a contender of its own) and reports every policy's
 `speedup_vs_vanilla` against it. On stories, `repeats` is the share of their events that repeat an
-earlier one (core.tasks.stories.repeated_events): a story that loops passes the checker.
+earlier one (evaluation.tasks.stories.repeated_events): a story that loops passes the checker.
 
 Each row also keeps what it decoded, prompt by prompt (`per_prompt`): the text and its tokens, the
 per-prompt measures (right or not, agreement, first divergence from the reference) and the steps the
@@ -35,7 +35,7 @@ from core.decoder import DecodeConfig, decode
 from core.events import StepEvent, Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy
-from core.tasks import Item, is_correct, repeats
+from evaluation.tasks import Item, is_correct, repeats
 
 
 @dataclass(frozen=True)

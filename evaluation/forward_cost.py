@@ -1,7 +1,7 @@
 """What one forward pass costs by the number of rows it computes: the floor under any cache's speedup.
 
 A cache saves rows, but a pass over a few rows still multiplies every weight matrix in full and
-launches the same kernels, so its cost does not fall in proportion. `python -m core bench
+launches the same kernels, so its cost does not fall in proportion. `python -m evaluation bench
 --forward-rows 601,18,2` prints these costs and the memory bandwidth the weights alone would need.
 A decode's own events say the same thing as it runs (TimeSplit): what its full and partial passes
 cost, and so the most a cache could gain with its schedule of full and partial steps.

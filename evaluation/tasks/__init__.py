@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.tasks import stories, word_problems
+from evaluation.tasks import stories, word_problems
 
 TASKS = ("words", "stories", "mix")
 OWN = "own"  # the task of a prompt of one's own: no known answer

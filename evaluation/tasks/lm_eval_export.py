@@ -1,8 +1,8 @@
 """The held-out word problems as an lm-evaluation-harness task folder, so that lm-eval grades our
-decoder on the same prompts as `python -m core bench --task words`.
+decoder on the same prompts as `python -m evaluation bench --task words`.
 
-    python -m core lm-eval-task --out runs/lm-eval-task --n 40 --shots 4
-    python -m core lm-eval --model entropycache --model_args policy=entropy --include_path runs/lm-eval-task \
+    python -m evaluation lm-eval-task --out runs/lm-eval-task --n 40 --shots 4
+    python -m evaluation lm-eval --model entropycache --model_args policy=entropy --include_path runs/lm-eval-task \
         --tasks wordproblems_4shot --num_fewshot 4 --apply_chat_template
 
 The folder holds the problems (test.jsonl), the task's YAML and a one-line sampler module. The
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lm_eval.api.samplers import ContextSampler
 
-from core.tasks import held_out
+from evaluation.tasks import held_out
 
 YAML = """\
 task: {name}
@@ -86,5 +86,5 @@ def write_task(folder: str | Path, n: int, shots: int) -> str:
     text = "question : {{prompt}}" if shots else "{{prompt}}"
     name = task_name(shots)
     (folder / f"{name}.yaml").write_text(YAML.format(name=name, data=json.dumps(str(data)), text=text, shots=shots))
-    (folder / "own_shots.py").write_text("from core.tasks.lm_eval_export import OwnShots  # noqa: F401\n")
+    (folder / "own_shots.py").write_text("from evaluation.tasks.lm_eval_export import OwnShots  # noqa: F401\n")
     return name

@@ -38,7 +38,7 @@ many different tokens the generator could have written there (free_share sums it
 1000 stories of each split: 28% of answer tokens are free (2 to 8 options, median 6; ~50 free tokens
 a story: which event, connective, place, look, color, object, the friend, pet's or friend's action,
 feeling), the other 72% forced; answers are 121-221 words, median 181 (quartiles 151 and 211).
-WORDS has 92 words, 87 of them beyond core.tasks.word_problems's vocabulary.
+WORDS has 92 words, 87 of them beyond evaluation.tasks.word_problems's vocabulary.
 
 Held-out prompts: a prompt (name, pet, place) is held out iff the sum of their list indices is a
 multiple of 6 (96 of 576 prompts; every name, pet and place appears in both splits). make_split draws
@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from core.tasks.word_problems import NAMES
+from evaluation.tasks.word_problems import NAMES
 
 GENDER = {
     "mia": "girl", "leo": "boy", "ava": "girl", "sam": "boy", "zoe": "girl", "max": "boy",
@@ -95,7 +95,7 @@ WORDS = sorted(
         + FEELINGS
         + FRIENDS
     )
-)  # the vocabulary beyond core.tasks.word_problems.NAMES (prompt and answer)
+)  # the vocabulary beyond evaluation.tasks.word_problems.NAMES (prompt and answer)
 
 
 @dataclass(frozen=True)
@@ -140,12 +140,13 @@ class Slot:
     why: str = "'{v}' is not allowed here"
 
 
-def _every(words: list[str]) -> Domain:
-    return lambda s, f: list(words)
+def _free(words: list[str]) -> Slot:
+    """A slot any of `words` may fill, whatever the story has established."""
+    return Slot(tuple(words), lambda s, f: list(words))
 
 
 SLOTS = {
-    "conn": Slot(tuple(CONNECTIVES), _every(CONNECTIVES)),
+    "conn": _free(CONNECTIVES),
     "pron": Slot(("she", "he"), lambda s, f: [PRONOUN[s.gender]], "'{v}' but {name} is a {gender}"),
     "poss": Slot(("her", "his"), lambda s, f: [POSSESSIVE[s.gender]], "'{v}' but {name} is a {gender}"),
     "kid_main": Slot(("girl", "boy"), lambda s, f: [s.gender], "'a {v}' but {name} is a {gender}"),
@@ -155,15 +156,15 @@ SLOTS = {
     "start": Slot(tuple(PLACES), lambda s, f: [s.place], "starts in the {v} but the prompt asks for the {place}"),
     "here": Slot(tuple(PLACES), lambda s, f: [s.place], "in the {v} but {name} is in the {place}"),
     "here_again": Slot(tuple(PLACES), lambda s, f: [s.place], "the {v} but {name} is in the {place}"),
-    "to": Slot(tuple(PLACES), _every(PLACES)),
-    "look": Slot(tuple(LOOKS), _every(LOOKS)),
-    "color": Slot(tuple(COLORS), _every(COLORS)),
-    "thing": Slot(tuple(OBJECTS), _every(OBJECTS)),
-    "new_friend": Slot(tuple(FRIENDS), _every(FRIENDS)),
+    "to": _free(PLACES),
+    "look": _free(LOOKS),
+    "color": _free(COLORS),
+    "thing": _free(OBJECTS),
+    "new_friend": _free(FRIENDS),
     "friend": Slot(tuple(FRIENDS), lambda s, f: [s.friend], "{v} but the friend is {friend}"),
-    "pet_act": Slot(tuple(PET_ACTS), _every(PET_ACTS)),
-    "friend_act": Slot(tuple(FRIEND_ACTS), _every(FRIEND_ACTS)),
-    "feeling": Slot(tuple(FEELINGS), _every(FEELINGS)),
+    "pet_act": _free(PET_ACTS),
+    "friend_act": _free(FRIEND_ACTS),
+    "feeling": _free(FEELINGS),
 }
 
 

@@ -1,11 +1,11 @@
-"""The command line: one entry point, `python -m core COMMAND ...`.
+"""The command line: one entry point, `python -m evaluation COMMAND ...`.
 
-    python -m core generate --prompt "mia has 7 marbles . ..." --policy entropy --tau 1 --k 2
-    python -m core bench --policies none,entropy,dual --tau 0.5,1,2 --n 40 --json out/bench.json
-    python -m core bench --forward-rows 601,18,2          # the cost of one forward by rows computed
-    python -m core bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
-    python -m core bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
-    python -m core bench --prompts my_prompts.txt --policies none,entropy --tau 0.5,1,2 --k 2   # your prompts
+    python -m evaluation generate --prompt "mia has 7 marbles . ..." --policy entropy --tau 1 --k 2
+    python -m evaluation bench --policies none,entropy,dual --tau 0.5,1,2 --n 40 --json out/bench.json
+    python -m evaluation bench --forward-rows 601,18,2          # the cost of one forward by rows computed
+    python -m evaluation bench --drift --policies entropy        # entropy-vs-drift correlation, volatility
+    python -m evaluation bench --task words --shots 4 --threshold 0.9   # k-shot prompts, parallel decoding
+    python -m evaluation bench --prompts my_prompts.txt --policies none,entropy --tau 0.5,1,2 --k 2   # your prompts
 
 The model flags are defined here; the decode flags come from the decode settings' declarations
 (DecodeConfig.parameters), and each policy parameter's flag from the policies' (core/policies/params.py):
@@ -23,10 +23,7 @@ from pathlib import Path
 
 import torch
 
-from core.bench import contenders_from, format_table, run_bench
 from core.decoder import DecodeConfig, generate
-from core.diagnostics import drift_report, format_drift
-from core.forward_cost import forward_costs, weight_bytes
 from core.fusion import FUSION_HELP, FUSION_MODES
 from core.loading import (
     UnknownWordsError,
@@ -40,8 +37,11 @@ from core.loading import (
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.policies.params import Param
-from core.tasks import TASKS, held_out, own_items, prompt_lines
-from core.tasks.word_problems import example_prompt
+from evaluation.bench import contenders_from, format_table, run_bench
+from evaluation.diagnostics import drift_report, format_drift
+from evaluation.forward_cost import forward_costs, weight_bytes
+from evaluation.tasks import TASKS, held_out, own_items, prompt_lines
+from evaluation.tasks.word_problems import example_prompt
 
 
 def declared_params() -> dict[str, Param]:
@@ -74,6 +74,14 @@ def add_decode_args(ap: argparse.ArgumentParser) -> None:
         ap.add_argument(FLAGS.get(p.name, f"--{p.name.replace('_', '-')}"), dest=p.name, type=p.kind, default=None,
                         help=f"{p.help} (default: {default})")
     ap.add_argument("--graphs", choices=GRAPH_MODES, default=GRAPH_MODES[0], help=GRAPHS_HELP)
+
+
+def add_decoding_args(ap: argparse.ArgumentParser, lists: bool) -> None:
+    """The flags of a command that decodes: the model's, the decode settings' and the policy
+    parameters' (`lists`: each parameter a comma list, a sweep over every combination)."""
+    add_model_args(ap)
+    add_decode_args(ap)
+    add_policy_args(ap, lists)
 
 
 def add_policy_args(ap: argparse.ArgumentParser, lists: bool) -> None:
@@ -198,7 +206,7 @@ def run_generate(args: argparse.Namespace) -> int:
         prompt = chat_prompt_ids(tokenizer, args.prompt)
     except UnknownWordsError as e:  # only our word-level models have unknown words
         raise ValueError(f"{e}. The embedded model was trained only on word problems, e.g.:\n"
-                         f"  python -m core generate --prompt \"{example_prompt()}\"") from None
+                         f"  python -m evaluation generate --prompt \"{example_prompt()}\"") from None
     last = generate(model, prompt, policy, config)
     t = last.totals
     print(answer_text(tokenizer, last))
@@ -281,8 +289,8 @@ def _write_json(path: str, value: object) -> None:
 def _lm_eval():
     """The lm-eval side of the package, imported only when asked for (lm-eval is not a runtime dependency)."""
     try:
-        from core import lm_eval_model
-        from core.tasks import lm_eval_export
+        from evaluation import lm_eval_model
+        from evaluation.tasks import lm_eval_export
     except ModuleNotFoundError as e:
         if e.name != "lm_eval" and not (e.name or "").startswith("lm_eval."):
             raise
@@ -319,16 +327,14 @@ def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m core", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = ap.add_subparsers(dest="command", required=True, metavar="{generate,bench,lm-eval,lm-eval-task}")
 
     gen = commands.add_parser("generate", help="decode one prompt; print the answer and a one-line summary")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--policy", default="entropy", choices=sorted(POLICIES))
-    add_model_args(gen)
-    add_decode_args(gen)
-    add_policy_args(gen, lists=False)
+    add_decoding_args(gen, lists=False)
     gen.set_defaults(run=run_generate)
 
     bench = commands.add_parser("bench", help="policies side by side on held-out problems (or --prompts), interleaved",
@@ -354,15 +360,13 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--length", type=int, default=601,
                        help="cache length for --forward-rows (default: a 4-shot prompt + gen 256)")
     bench.add_argument("--drift", action="store_true", help="instead: entropy-vs-drift correlation and volatility")
-    add_model_args(bench)
-    add_decode_args(bench)
-    add_policy_args(bench, lists=True)
+    add_decoding_args(bench, lists=True)
     bench.set_defaults(run=run_bench_command)
 
     ev = commands.add_parser("lm-eval", help="lm-evaluation-harness with our decoder as model `entropycache` "
                              "(needs requirements-eval.txt); every argument goes to lm-eval",
                              description="lm-eval's own command line, with the model `entropycache` registered "
-                             "(core/lm_eval_model.py); the speed summary follows lm-eval's table.")
+                             "(evaluation/lm_eval_model.py); the speed summary follows lm-eval's table.")
     ev.set_defaults(run=run_lm_eval)  # main() hands everything after `lm-eval` to lm-eval unparsed
 
     task = commands.add_parser("lm-eval-task", help="write the held-out word problems as an lm-eval task folder")

@@ -17,7 +17,7 @@
 
 `decode(..., before_step=Probe(model))` fills the event fields these read; it costs one extra full
 forward per step, which runs before the step's timing starts and so is not in its compute time.
-`drift_report` pools both over many prompts (`python -m core bench --drift`).
+`drift_report` pools both over many prompts (`python -m evaluation bench --drift`).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class StepPair:
 
 
 def step_pairs(events: list, eos_ids: tuple[int, ...] | set[int]) -> list[StepPair]:
-    """One StepPair per probed step after the first (events of a decode under core.diagnostics.Probe)."""
+    """One StepPair per probed step after the first (events of a decode under evaluation.diagnostics.Probe)."""
     eos, pairs, last_full = set(eos_ids), [], None
     for before, event in zip(events, events[1:]):
         last_full = before.step if before.full else last_full

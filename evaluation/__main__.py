@@ -1,0 +1,7 @@
+"""python -m evaluation generate|bench|lm-eval|lm-eval-task ...: see evaluation/cli.py."""
+
+import sys
+
+from evaluation.cli import main
+
+sys.exit(main())
