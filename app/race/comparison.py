@@ -51,14 +51,12 @@ class LaneLabel:
         """How many tokens a step unmasks, in words."""
         d = self.decoding
         if d.get("threshold") is not None:
-            return f"parallel decoding (threshold {d['threshold']:g})"
-        if d.get("steps") is not None:
-            return f"{d['steps']} steps ({d['gen_len'] // d['steps']} tokens a step)"
-        return "one token per step"
+            return f"{self.gain} (threshold {d['threshold']:g})"
+        return f"{d['steps']} steps ({self.gain})" if d.get("steps") is not None else "one token per step"
 
     @property
     def gain(self) -> str:
-        """What its schedule gains over one token per step, in two words."""
+        """What its schedule gains over one token per step, in two words ('' for none)."""
         d = self.decoding
         if d.get("threshold") is not None:
             return "parallel decoding"
