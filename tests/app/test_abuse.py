@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 from gradio_client import Client, handle_file
-from test_app_server import args, check_result, free_port, refusal
+from test_server import args, check_result, free_port, refusal
 
 from app.client import named
 from app.controls.declared import PEER_CONTROLS

@@ -24,7 +24,7 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 import torch
-from conftest import fake_zero_gpu
+from serving_stubs import fake_zero_gpu
 
 import app.controls.panel
 import app.serving.downloads
@@ -783,7 +783,7 @@ def test_a_model_of_every_task_gets_an_example_of_each(tmp_path) -> None:
     """Examples are the held-out items of every task the model's tokenizer reads: a model trained on
     the whole mixture (the embedded one) gets plain and few-shot problems and stories; one whose
     vocabulary has only the word problems' words gets no story."""
-    from conftest import save_word_problems_model
+    from tiny_models import save_word_problems_model
 
     from app.serving.registry import local_choice
 

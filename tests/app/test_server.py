@@ -50,7 +50,7 @@ from evaluation.tasks import held_out  # noqa: E402
 from evaluation.tasks.word_problems import make_split  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",

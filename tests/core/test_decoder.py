@@ -6,7 +6,8 @@ import time
 
 import pytest
 import torch
-from conftest import busy_for, tiny_model
+from busy import busy_for
+from tiny_models import tiny_model
 
 from core.decoder import DecodeConfig, decode, generate
 from core.device import clock as device_clock

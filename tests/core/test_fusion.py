@@ -19,7 +19,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import tiny_model
+from tiny_models import tiny_model
 
 import core
 from core.decoder import DecodeConfig, decode

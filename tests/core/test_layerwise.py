@@ -1,7 +1,7 @@
 """Layer-wise plans: the stream forward, the signals a hook reads, and dLLM-Cache's per-layer choice."""
 
 import torch
-from conftest import tiny_model
+from tiny_models import tiny_model
 
 from core.layerwise import LayerHook, LayerView
 from core.policies.dllm_cache import ValueDriftRows

@@ -8,8 +8,8 @@ import huggingface_hub
 import pytest
 import torch
 from checkpoints import LLADA_SPECIALS, tiny_llama, tiny_qwen2, write_dream, write_llada
-from conftest import tiny_model
 from safetensors.torch import load_file, save_file
+from tiny_models import tiny_model
 
 from core.loading import UnknownWordsError, chat_prompt_ids, load_model, unknown_words
 from training.checkpoint import save_own_model

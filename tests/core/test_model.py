@@ -3,7 +3,7 @@
 import pytest
 import torch
 from checkpoints import tiny_llama, tiny_qwen2, write_dream, write_llada
-from conftest import tiny_model
+from tiny_models import tiny_model
 
 from core.loading import load_model
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_model
+from tiny_models import tiny_model
 
 import core.passes
 from core.decoder import DecodeConfig, decode

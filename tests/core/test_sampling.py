@@ -48,7 +48,7 @@ def test_a_position_samples_the_same_token_whatever_else_is_masked():
 def test_the_decoder_gives_each_masked_position_its_own_row_of_the_blocks_noise(monkeypatch):
     """Noise that makes token i+1 win at the block's i-th position: whatever is masked when, every
     position gets its own row (ranked among the masks left, a row would move as they are unmasked)."""
-    from conftest import tiny_model
+    from tiny_models import tiny_model
 
     import core.decoder
     from core.decoder import DecodeConfig, decode

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import save_word_problems_model, tiny_model
+from tiny_models import save_word_problems_model, tiny_model
 
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
@@ -321,7 +321,7 @@ def test_cli_bench_decodes_your_prompts_file_one_prompt_a_line(saved, tmp_path):
 )
 def test_cli_names_the_bad_line_of_a_prompts_file_before_the_weights_load(tmp_path, capsys, lines, args, message):
     """A tokenizer of the word problems' words alone, and no weights at all: the file's error comes first."""
-    from conftest import word_problems_tokenizer
+    from tiny_models import word_problems_tokenizer
 
     from core.loading import EMBEDDED
     from evaluation.cli import main
@@ -438,7 +438,7 @@ def test_a_threshold_run_adds_the_vanilla_decoder(saved):
 def test_task_flags_are_checked_before_the_weights_load(tmp_path, args, message):
     """The embedded model's config and tokenizer without its weights (with "--words-only", a tokenizer of
     the word problems' words alone): the flags' error comes first."""
-    from conftest import word_problems_tokenizer
+    from tiny_models import word_problems_tokenizer
 
     from core.loading import EMBEDDED
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import save_word_problems_model
+from tiny_models import save_word_problems_model
 
 PROMPT = "mia has 3 apples . how many apples does mia have now ?"
 

@@ -4,7 +4,8 @@ import math
 
 import pytest
 import torch
-from conftest import busy_for, tiny_model
+from busy import busy_for
+from tiny_models import tiny_model
 
 from core.decoder import DecodeConfig, decode
 from core.events import StepEvent

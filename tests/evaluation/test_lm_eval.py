@@ -29,7 +29,7 @@ from evaluation.tasks.lm_eval_export import write_task  # noqa: E402
 
 GEN = {"gen_len": 64, "block_len": 32}
 METRIC = "exact_match,final_number"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

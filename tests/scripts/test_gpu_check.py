@@ -12,7 +12,7 @@ import pytest
 from core.passes import ROW_BUCKETS
 from core.policies import TABLE_ORDER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PATHS = ("unfused", "fused")
 
 

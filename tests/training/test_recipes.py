@@ -16,7 +16,7 @@ from training import train
 from training.cli import main
 from training.recipes import RECIPES, command_lines, stage_argv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECIPE = "sums-and-stories"
 
 

@@ -94,7 +94,7 @@ def test_hidden_mask_hides_whole_groups_and_stratifies_t():
 
 
 def test_number_init_puts_numbers_on_a_line_and_keeps_norms():
-    from conftest import tiny_model
+    from tiny_models import tiny_model
 
     from training.init_weights import init_number_rows
 

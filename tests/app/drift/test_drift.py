@@ -16,7 +16,7 @@ import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from conftest import fake_zero_gpu
+from serving_stubs import fake_zero_gpu
 
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, probed_policies
 from app.controls.run import RawRun, check_run

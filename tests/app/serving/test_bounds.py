@@ -9,7 +9,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from conftest import StubRegistry
+from serving_stubs import StubRegistry
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import DEFAULT_PRESET
@@ -154,7 +154,7 @@ def test_the_readme_states_the_limits_as_declared() -> None:
     from app.serving.admission import MAX_QUEUED
     from app.widgets.lane_plots import MAX_ROW_BANDS
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parents[3] / "README.md").read_text().split())
     for phrase in (f"*Runs under way*: {PER_VISITOR} per visitor per tab",
                    f"Gradio's queue holds {MAX_QUEUED} requests",
                    f"at most {CPU_POSITIONS:,} on the CPU and {CPU_POSITIONS * GPU_FACTOR:,} on a GPU",

@@ -7,7 +7,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from conftest import StubRegistry
+from serving_stubs import StubRegistry
 
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView

@@ -1,4 +1,4 @@
-"""The app on ZeroGPU as it is now, on the CPU: a stand-in `spaces` package (tests/fake_spaces) whose GPU
+"""The app on ZeroGPU as it is now, on the CPU: a stand-in `spaces` package (tests/app/serving/fake_spaces) whose GPU
 decorator runs the Race tab's decode in a forked worker, reused while it lives, the snapshots pickled
 back through a pipe. Races go through the tab's own handler, the 'GPU' model being the embedded one on
 the CPU with the static path on (what a GPU replays from graphs, run eagerly here)."""

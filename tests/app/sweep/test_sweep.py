@@ -21,7 +21,8 @@ import gradio as gr
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from conftest import fake_zero_gpu, save_word_problems_model
+from serving_stubs import fake_zero_gpu
+from tiny_models import save_word_problems_model
 
 from app.controls.declared import RUN_CONTROLS
 from app.controls.panel import build_inputs

@@ -1,7 +1,7 @@
 """Elastic-Cache: the tracked-token choice and the drift test on hand-made attention, and its layer plan."""
 
 import torch
-from conftest import tiny_model
+from tiny_models import tiny_model
 
 from core.decoder import DecodeConfig, decode
 from core.policies import make_policy

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_model
+from tiny_models import tiny_model
 
 from core.decoder import DecodeConfig, decode
 from core.policies import POLICIES, CachePolicy, Outcome, Plan, StepContext, make_policy, register

@@ -5,7 +5,7 @@ worker and its results (a generator's items, one at a time) pickled back through
 in the worker is raised in the caller. A call abandoned mid-way (its generator closed early) kills its
 worker, and the next call forks a fresh one.
 
-Only tests/test_zero_gpu.py puts this folder on sys.path.
+Only tests/app/serving/test_zero_gpu.py puts this folder on sys.path.
 """
 
 from __future__ import annotations

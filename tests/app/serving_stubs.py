@@ -1,0 +1,34 @@
+"""Stand-ins for the serving machinery's tests: a registry of nothing, and ZeroGPU's pickling of a
+runner's arguments."""
+
+import pickle
+
+
+class StubRegistry:
+    """One CPU model 'm', always loaded, that is nothing: for tests of the serving machinery alone."""
+
+    labels = ["m"]
+
+    def choice(self, label):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(label=label, device="cpu")
+
+    def is_loaded(self, label):
+        return True
+
+    def get(self, label):
+        return object(), object()
+
+
+def fake_zero_gpu(runner) -> list[tuple]:
+    """Route a tab runner's gpu_snapshots (app/serving/runner.py) through a pickle round trip of its arguments,
+    as spaces.GPU hands them to its forked worker; returns the list of argument tuples the 'worker' received."""
+    sent = []
+
+    def gpu_snapshots(*args):
+        sent.append(pickle.loads(pickle.dumps(args)))
+        return runner.snapshots(*sent[-1])
+
+    runner.gpu_snapshots = gpu_snapshots
+    return sent
