@@ -10,7 +10,7 @@ import re
 
 import gradio as gr
 import pytest
-from test_app import controls, race_run, race_tab, stream_race
+from races import controls, race_run, race_tab, stream_race
 
 from app.client import named
 from app.controls.declared import RUN_CONTROLS, raced_policies

@@ -7,7 +7,7 @@ import re
 
 import gradio as gr
 import pytest
-from test_app import race_run, stream_race
+from races import race_run, stream_race
 
 from app.race.panels import LANE_PARTS, build_race_panels
 from app.race.replay import PACES, STEP_PACE, Replay
