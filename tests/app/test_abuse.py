@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 from gradio_client import Client, handle_file
-from test_server import args, check_result, free_port, refusal
+from test_server import args, check_result, refusal
 
 from app.client import named
 from app.controls.declared import PEER_CONTROLS
@@ -31,6 +31,7 @@ from app.serving.device_thread import CPU_THREAD
 from app.serving.downloads import DOWNLOAD_DIR
 from app.serving.registry import EMBEDDED_LABEL, build_registry
 from app.ui import build_demo, launch
+from scripts.ports import free_port
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")
 HOSTILE = "10.66.0.1"  # the address of the visitor who sends too much (X-Forwarded-For, as behind a Space's proxy)

@@ -14,7 +14,6 @@ import json
 import os
 import queue
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ from evaluation.bench import sweep  # noqa: E402
 from evaluation.diagnostics import Probe, drift_analysis  # noqa: E402
 from evaluation.tasks import held_out  # noqa: E402
 from evaluation.tasks.word_problems import make_split  # noqa: E402
+from scripts.ports import free_port  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,12 +78,6 @@ def refusal(out: tuple, api_name: str = "/run") -> str:
     status = by_name.pop("status")
     assert 'class="ec-banner ec-refused"' in status and all(unchanged(o) for o in by_name.values()), out
     return html.unescape(re.sub("<[^>]+>", "", status))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
