@@ -9,8 +9,6 @@ from __future__ import annotations
 import html
 import inspect
 import json
-import os
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -27,31 +25,12 @@ from app.controls.sent import shown
 from app.race.panels import SIDES, build_race_panels
 from app.race.replay_panel import build_replay_panel
 from app.serving.admission import BUSY
-from app.serving.device_thread import CPU_THREAD
 from app.serving.downloads import DOWNLOAD_DIR
-from app.serving.registry import EMBEDDED_LABEL, build_registry
-from app.ui import build_demo, launch
-from scripts.ports import free_port
+from app.serving.registry import EMBEDDED_LABEL
 
-MODEL = os.environ.get("ENTROPYCACHE_MODEL")
 HOSTILE = "10.66.0.1"  # the address of the visitor who sends too much (X-Forwarded-For, as behind a Space's proxy)
 SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5", ks="2", problems=1, gen_len=32,
              block_len=16, steps=0, threshold=0, metric="accuracy")
-
-
-@pytest.fixture(scope="module")
-def app():
-    registry = build_registry(embedded=MODEL, cuda=False)
-    registry.preload()
-    demo = build_demo(registry, proxied=True)
-    url = launch(demo, "127.0.0.1", free_port())
-    stop = threading.Event()
-    decoding = threading.Thread(target=CPU_THREAD.serve, kwargs={"until": stop.is_set}, daemon=True)
-    decoding.start()
-    yield SimpleNamespace(url=url, registry=registry, demo=demo)
-    demo.close()
-    stop.set()
-    decoding.join(timeout=30)
 
 
 def in_api_order(url: str, api: str, data: list | dict) -> list:
@@ -120,32 +99,32 @@ RAW_REFUSALS = [  # (api, data, the status line's words)
 
 
 @pytest.mark.parametrize(("api", "data", "words"), RAW_REFUSALS, ids=[f"{a} {w[:28]}" for a, _, w in RAW_REFUSALS])
-def test_raw_json_reaches_a_named_refusal_in_the_status_line(app, api, data, words) -> None:
-    assert words in refusal(answer(app.url, api, data), f"/{api}")
+def test_raw_json_reaches_a_named_refusal_in_the_status_line(served, api, data, words) -> None:
+    assert words in refusal(answer(served.url, api, data), f"/{api}")
 
 
-def test_a_maximum_race_is_refused_naming_the_budget(app) -> None:
-    out = Client(app.url, verbose=False).predict(**args("mia has 7 marbles . " * 100, gen_len=512, block_len=32),
-                                                  api_name="/run")
+def test_a_maximum_race_is_refused_naming_the_budget(served) -> None:
+    out = Client(served.url, verbose=False).predict(**args("mia has 7 marbles . " * 100, gen_len=512, block_len=32),
+                                                    api_name="/run")
     words = refusal(out)
     assert words.startswith("This run asks for ") and "a run on the CPU may ask for at most 600,000." in words
 
 
-def test_a_trace_whose_number_python_would_not_read_is_refused_in_our_words(app, tmp_path) -> None:
+def test_a_trace_whose_number_python_would_not_read_is_refused_in_our_words(served, tmp_path) -> None:
     bad = tmp_path / "huge.json"
     bad.write_text('{"format": "entropycache-trace/2", "prompt_ids": [' + "9" * 5000 + "]}")
-    out = Client(app.url, verbose=False).predict(handle_file(str(bad)), api_name="/replay_load")
+    out = Client(served.url, verbose=False).predict(handle_file(str(bad)), api_name="/replay_load")
     words = "The trace has a whole number of 5000 digits; a trace's numbers have at most 19."
     assert words in refusal(out, "/replay_load")
 
 
-def test_every_handler_answers_whatever_it_is_sent(app) -> None:
+def test_every_handler_answers_whatever_it_is_sent(served) -> None:
     """Each function the app registers, called with values no page sends (a State is the server's own: None),
     returns or streams an answer: never an exception, which a client would see as Gradio's bare error."""
     garbage = [None, "\udcff", 10**5000, float("nan"), -1, [1, [2]], {"path": str(DOWNLOAD_DIR)}, "x" * 100_000]
     request = SimpleNamespace(session_hash="fuzz", client=SimpleNamespace(host="10.0.0.9"), headers={})
     called = 0
-    for block_fn in app.demo.fns.values():
+    for block_fn in served.demo.fns.values():
         if block_fn.fn is None:
             continue
         params = set(inspect.signature(block_fn.fn).parameters)
@@ -161,7 +140,7 @@ def test_every_handler_answers_whatever_it_is_sent(app) -> None:
             if hasattr(out, "__next__"):
                 out = list(out)
             called += 1
-    assert called == len(garbage) * sum(f.fn is not None for f in app.demo.fns.values())
+    assert called == len(garbage) * sum(f.fn is not None for f in served.demo.fns.values())
 
 
 def test_the_replay_loader_names_a_missing_file_and_a_folder(tmp_path) -> None:
@@ -188,8 +167,8 @@ def crafted_trace(recorded: dict) -> dict:
     return trace
 
 
-def test_no_image_or_link_comes_from_a_shared_trace(app, tmp_path) -> None:
-    client = Client(app.url, verbose=False, download_files=False)
+def test_no_image_or_link_comes_from_a_shared_trace(served, tmp_path) -> None:
+    client = Client(served.url, verbose=False, download_files=False)
     recorded = named(client.predict(**args(), api_name="/run"))["trace"]
     path = tmp_path / "crafted.json"
     path.write_text(json.dumps(crafted_trace(json.loads(Path(recorded["path"]).read_text()))))
@@ -203,24 +182,24 @@ def test_no_image_or_link_comes_from_a_shared_trace(app, tmp_path) -> None:
         assert markup not in stories, markup
 
 
-def test_a_visitor_who_floods_holds_two_runs_which_stop_unread_and_another_visitor_goes_first(app) -> None:
+def test_a_visitor_who_floods_holds_two_runs_which_stop_unread_and_another_visitor_goes_first(served) -> None:
     """Five long races sent and never read: two are taken (one decoding, one waiting), three refused by
     name; the taken ones stop once their updates pile up unread; another visitor's race waits for at
     most one of the flooder's turns and decodes what it decodes alone."""
-    choice = app.registry.choice(EMBEDDED_LABEL)
+    choice = served.registry.choice(EMBEDDED_LABEL)
     long = run_data(prompt=choice.examples[choice.paper_example], policy="vanilla", gen_len=256, block_len=32)
-    sent = [post(app.url, "run", long, HOSTILE) for _ in range(5)]
-    client = Client(app.url, verbose=False, headers={"X-Forwarded-For": "10.0.0.2"})
+    sent = [post(served.url, "run", long, HOSTILE) for _ in range(5)]
+    client = Client(served.url, verbose=False, headers={"X-Forwarded-For": "10.0.0.2"})
     a = args()
     job = client.submit(**a, api_name="/run")
-    check_result(app.registry, a, job.result(timeout=120))
+    check_result(served.registry, a, job.result(timeout=120))
     statuses = [named(out)["status"] for out in job.outputs()]
     waiting = [status for status in statuses if "Waiting for the model" in status]
     assert all("Waiting for the model: 1 run ahead of yours" in w for w in waiting), waiting
     deadline = time.monotonic() + 120  # until every one has ended (reading a stream would be reading it)
-    while any(event_id in app.demo._queue.event_ids_to_events for event_id in sent) and time.monotonic() < deadline:
+    while any(event_id in served.demo._queue.event_ids_to_events for event_id in sent) and time.monotonic() < deadline:
         time.sleep(0.2)
-    streams = [read(app.url, "run", event_id) for event_id in sent]
+    streams = [read(served.url, "run", event_id) for event_id in sent]
     lasts = [named(stream[-1][1], raw=True)["status"] for stream in streams]
     assert sum(BUSY in last for last in lasts) == 3
     taken = [stream for stream, last in zip(streams, lasts) if BUSY not in last]
@@ -229,6 +208,6 @@ def test_a_visitor_who_floods_holds_two_runs_which_stop_unread_and_another_visit
         assert "entropycache-trace-" not in json.dumps(stream)
 
 
-def test_the_server_is_alive_after_all_this_and_a_race_is_what_it_is_alone(app) -> None:
+def test_the_server_is_alive_after_all_this_and_a_race_is_what_it_is_alone(served) -> None:
     a = args(seed=3)
-    check_result(app.registry, a, Client(app.url, verbose=False).predict(**a, api_name="/run"))
+    check_result(served.registry, a, Client(served.url, verbose=False).predict(**a, api_name="/run"))

@@ -36,10 +36,9 @@ from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  #
 from app.controls.run import RawRun, check_run  # noqa: E402
 from app.serving.device_thread import CPU_THREAD  # noqa: E402
 from app.serving.examples import Example  # noqa: E402
-from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
+from app.serving.registry import EMBEDDED_LABEL  # noqa: E402
 from app.sweep.export import SWEEP_FORMAT  # noqa: E402
 from app.sweep.render import sweep_table  # noqa: E402
-from app.ui import build_demo, launch  # noqa: E402
 from core.decoder import DecodeConfig, decode, generate  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
@@ -78,22 +77,6 @@ def refusal(out: tuple, api_name: str = "/run") -> str:
     status = by_name.pop("status")
     assert 'class="ec-banner ec-refused"' in status and all(unchanged(o) for o in by_name.values()), out
     return html.unescape(re.sub("<[^>]+>", "", status))
-
-
-@pytest.fixture(scope="module")
-def served():
-    registry = build_registry(embedded=MODEL, cuda=False)
-    registry.preload()
-    demo = build_demo(registry, proxied=True)  # as on a Space: a visitor's address is X-Forwarded-For's last entry
-    url = launch(demo, "127.0.0.1", free_port())
-    # As in `python app.py`, one thread runs every CPU decode (there the main thread; here the tests have it)
-    stop = threading.Event()
-    decoding = threading.Thread(target=CPU_THREAD.serve, kwargs={"until": stop.is_set}, daemon=True)
-    decoding.start()
-    yield url, registry
-    demo.close()
-    stop.set()
-    decoding.join(timeout=30)
 
 
 def args(prompt: str = PROMPTS[0], **overrides) -> dict:
@@ -146,7 +129,7 @@ def check_result(registry, a: dict, answer: tuple) -> dict:
 
 
 def test_client_full_run_completes_and_matches_core(served) -> None:
-    url, registry = served
+    url, registry = served.url, served.registry
     a = args(tau=10.0)
     out = Client(url, verbose=False).predict(**a, api_name="/run")
     trace = check_result(registry, a, out)
@@ -154,7 +137,7 @@ def test_client_full_run_completes_and_matches_core(served) -> None:
 
 
 def test_client_race_with_a_peers_own_controls_matches_core(served) -> None:
-    url, registry = served
+    url, registry = served.url, served.registry
     a = args(policy="dllm-cache", dllm_cache_rho=0.5, dllm_cache_response_every=3)
     out = Client(url, verbose=False).predict(**a, api_name="/run")
     trace = check_result(registry, a, out)
@@ -162,7 +145,7 @@ def test_client_race_with_a_peers_own_controls_matches_core(served) -> None:
 
 
 def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
-    url, registry = served
+    url, registry = served.url, served.registry
     a = drift_args(PROMPTS[1])
     out = named(Client(url, verbose=False).predict(**a, api_name="/drift"), "/drift")
     model, tokenizer = registry.get(EMBEDDED_LABEL)
@@ -179,7 +162,7 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
 
 
 def test_client_sweep_matches_core_bench_and_a_picked_point_is_checked(served) -> None:
-    url, registry = served
+    url, registry = served.url, served.registry
     a = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5, 3", ks="2", problems=2, gen_len=32,
              block_len=16, steps=0, threshold=0, metric="agreement")
     client = Client(url, verbose=False)
@@ -224,7 +207,7 @@ def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path
     from app.race.replay import Replay
     from app.race.trace_reader import read_trace
 
-    url, registry = served
+    url = served.url
     client = Client(url, verbose=False)
     trace_file = named(client.predict(**args(policy="vanilla", threshold=0.9), api_name="/run"))["trace"]
     replay = Replay.of(read_trace(Path(trace_file).read_bytes()))
@@ -248,7 +231,7 @@ def test_client_replays_the_race_it_ran_and_refuses_a_bad_trace(served, tmp_path
 
 
 def test_client_bad_inputs_come_back_as_clear_messages(served) -> None:
-    client = Client(served[0], verbose=False)
+    client = Client(served.url, verbose=False)
     for bad, message in BAD:
         assert re.search(message, refusal(client.predict(**args(**bad), api_name="/run")))
 
@@ -281,16 +264,16 @@ MALFORMED = [  # what a client may send past the page: each message names the co
 
 @pytest.mark.parametrize(("api", "a", "message"), MALFORMED, ids=[f"{api} {m[:30]}" for api, _, m in MALFORMED])
 def test_client_malformed_numbers_get_the_apps_own_message_naming_the_control(served, api, a, message) -> None:
-    assert message in refusal(Client(served[0], verbose=False).predict(**a, api_name=api), api)
+    assert message in refusal(Client(served.url, verbose=False).predict(**a, api_name=api), api)
 
 
 def test_client_a_choice_the_page_never_offers_is_refused_in_the_status_line(served) -> None:
-    out = Client(served[0], verbose=False).predict(**drift_args(policy="none"), api_name="/drift")
+    out = Client(served.url, verbose=False).predict(**drift_args(policy="none"), api_name="/drift")
     assert "Unknown policy 'none'; choose one of: entropy, d2cache, " in refusal(out, "/drift")
 
 
 def test_client_malformed_picked_point_gets_a_message_not_the_parsers(served) -> None:
-    client = Client(served[0], verbose=False)
+    client = Client(served.url, verbose=False)
     shape = "A picked point must be [tau, k], with tau a number in [0, 12] and k an integer in [0, 64];"
     for bad in ("{not json", "[1]", '"tau"', "x" * 300):
         assert shape in refusal(client.predict(bad, "accuracy", api_name="/sweep_pick"), "/sweep_pick")
@@ -322,7 +305,7 @@ def decodes(monkeypatch) -> list:
 @pytest.mark.skipif(MODEL is not None, reason="the words are unknown to the embedded model's vocabulary")
 @pytest.mark.parametrize(("prompt", "words"), UNREADABLE, ids=[p[:20] for p, _ in UNREADABLE])
 def test_client_a_prompt_the_model_cannot_read_is_refused_before_decoding(served, decodes, prompt, words) -> None:
-    client = Client(served[0], verbose=False)
+    client = Client(served.url, verbose=False)
     for api, a in (("/run", args(prompt)), ("/drift", drift_args(prompt))):
         message = refusal(client.predict(**a, api_name=api), api)
         n = len(words)
@@ -344,13 +327,13 @@ def test_every_step_of_a_cpu_decode_runs_on_the_decoding_thread(served, monkeypa
             yield event
 
     monkeypatch.setattr(app.race.decode, "decode", recording)
-    out = Client(served[0], verbose=False).predict(**args(), api_name="/run")
+    out = Client(served.url, verbose=False).predict(**args(), api_name="/run")
     assert "finished" in named(out)["status"]
     assert stepped_on == {CPU_THREAD.serving_thread} and None not in stepped_on
 
 
 def test_no_arbitrary_path_is_served(served) -> None:
-    url, _ = served
+    url = served.url
     for path in ("/etc/passwd", str(ROOT / "app.py"), str(ROOT / "core" / "loading.py")):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{url}gradio_api/file={path}", timeout=10)
@@ -358,7 +341,7 @@ def test_no_arbitrary_path_is_served(served) -> None:
 
 
 def test_several_clients_at_once_each_get_their_own_result(served) -> None:
-    url, registry = served
+    url, registry = served.url, served.registry
     runs = [
         args(p, seed=i, temperature=0.7, gen_len=16 * (i + 1), policy=pol)
         for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "dllm-cache"]))
@@ -372,7 +355,7 @@ def test_several_clients_at_once_each_get_their_own_result(served) -> None:
 
 
 def test_a_new_run_in_the_same_session_cancels_the_old_one(served) -> None:
-    url, registry = served
+    url, registry = served.url, served.registry
     client = Client(url, verbose=False)
     # Long, and replaced as soon as it has started: it cannot reach its end (even at an early end-of-text)
     old = client.submit(**args(gen_len=448, block_len=32), api_name="/run")
@@ -419,7 +402,7 @@ def chromium_page(url: str):
 
 
 def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served, tmp_path) -> None:
-    url, _ = served
+    url = served.url
     shot = tmp_path / "app.png"
     with chromium_page(url) as page:
         # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
@@ -467,7 +450,7 @@ def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, se
     from app.race.replay import Replay
     from app.race.trace_reader import read_trace
 
-    url, _ = served
+    url = served.url
     with chromium_page(url) as page:
         page.locator("#run-btn").click(timeout=60_000)
         link = page.locator("#trace a[download]")
@@ -506,7 +489,7 @@ def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, se
 
 
 def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, served, tmp_path) -> None:
-    url, _ = served
+    url = served.url
     shot = tmp_path / "drift.png"
     with chromium_page(url) as page:
         page.get_by_role("tab", name="Drift").click(timeout=60_000)
@@ -538,7 +521,7 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
         browser_ready, served, tmp_path) -> None:
     """Three prompts pasted, one per line, a 2-tau sweep at gen length 32: the point of tau 12 (full steps only
     where a block starts) shows each prompt's two texts side by side, a difference marked."""
-    url, _ = served
+    url = served.url
     shot = tmp_path / "sweep.png"
     stories = [item.prompt for item in held_out("stories", 3)]
     with chromium_page(url) as page:
