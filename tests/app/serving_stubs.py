@@ -1,7 +1,9 @@
-"""Stand-ins for the serving machinery's tests: a registry of nothing, and ZeroGPU's pickling of a
+"""Stand-ins for the serving machinery's tests: a registry of nothing, a context on it, and ZeroGPU's pickling of a
 runner's arguments."""
 
 import pickle
+
+from app.serving.context import AppContext
 
 
 class StubRegistry:
@@ -19,6 +21,14 @@ class StubRegistry:
 
     def get(self, label):
         return object(), object()
+
+
+def stub_context() -> AppContext:
+    """An AppContext on StubRegistry whose warm load hands back two placeholders for the model and its
+    tokenizer: a runner's turns, places and stops without a model behind them."""
+    ctx = AppContext(StubRegistry())
+    ctx.load_warm = lambda label: (object(), object())
+    return ctx
 
 
 def fake_zero_gpu(runner) -> list[tuple]:

@@ -9,14 +9,13 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from serving_stubs import StubRegistry
+from serving_stubs import stub_context
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import DEFAULT_PRESET
 from app.controls.run import RawRun, check_run
 from app.serving.admission import BUSY, PER_VISITOR, Admission, visitor_of
 from app.serving.budget import CPU_POSITIONS, CPU_SWEEP_DECODES, GPU_FACTOR, Decode, check_decodes, check_sweep
-from app.serving.context import AppContext
 from app.serving.listener import MAX_UNREAD, unread, unread_check
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.runner import TabRunner, TabView
@@ -119,8 +118,7 @@ class Message(TabView):
 
 
 def test_a_run_nobody_reads_stops_at_its_next_step_and_gives_back_its_turn_and_place() -> None:
-    ctx = AppContext(StubRegistry())
-    ctx.load_warm = lambda label: (object(), object())
+    ctx = stub_context()
     steps = []
 
     def decode(should_stop):

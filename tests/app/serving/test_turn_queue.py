@@ -7,7 +7,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from serving_stubs import StubRegistry
+from serving_stubs import StubRegistry, stub_context
 
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView
@@ -100,8 +100,7 @@ class View(TabView):
 
 def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkeypatch) -> None:
     monkeypatch.setattr("app.serving.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
-    ctx = AppContext(StubRegistry())
-    ctx.load_warm = lambda label: (object(), object())
+    ctx = stub_context()
     intervals, lock = [], threading.Lock()
 
     def decode(model, tokenizer, should_stop):
@@ -145,8 +144,7 @@ def test_a_stop_while_waiting_ends_the_run_and_gives_up_its_place() -> None:
 
 
 def test_a_run_with_a_turn_per_snapshot_lets_a_race_in_between() -> None:
-    ctx = AppContext(StubRegistry())
-    ctx.load_warm = lambda label: (object(), object())
+    ctx = stub_context()
     order = []
 
     def sweep(model, tokenizer, should_stop):
