@@ -17,6 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 from serving_stubs import fake_zero_gpu
+from too_long import too_long_prompt
 
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, probed_policies
 from app.controls.run import RawRun, check_run
@@ -200,9 +201,7 @@ def test_the_drift_tab_probes_a_peer_and_explains_its_steps_in_its_own_words(reg
 
 def test_a_prompt_that_does_not_fit_the_model_is_refused_clearly_and_the_run_ends(registry) -> None:
     model, _ = registry.get(EMBEDDED_LABEL)
-    prompt = "a " * 600  # 600 words the model knows
-    longest = RUN_CONTROLS["gen_len"].slider_range[1]
-    assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
+    prompt, longest = too_long_prompt(model)
     d = drift_tab(registry)
     too_long = drift_args(prompt, gen_len=longest, block_len=32)
     out = list(d.run(**too_long, request=SimpleNamespace(session_hash="me")))

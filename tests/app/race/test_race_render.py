@@ -9,8 +9,8 @@ import json
 import plotly.graph_objects as go
 import pytest
 from races import PROMPT, race_run, stream_race
+from too_long import too_long_prompt
 
-from app.controls.declared import RUN_CONTROLS
 from app.race.render import RaceRenderer
 from app.race.speed import SUMMARY_HEADERS
 from app.serving.registry import EMBEDDED_LABEL, ModelRegistry
@@ -93,9 +93,7 @@ def test_the_servers_graphs_setting_reaches_every_race_and_the_static_path_races
 
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    prompt = "a " * 600  # 600 words the model knows
-    longest = RUN_CONTROLS["gen_len"].slider_range[1]
-    assert model.config.max_seq_len < 600 + longest  # else this test needs a longer prompt
+    prompt, longest = too_long_prompt(model)
     # 32 steps: within the work budget (app/serving/budget.py), so that core's own check is the one met
     too_long = race_run(registry, prompt, gen_len=longest, block_len=32, steps=32)
     with pytest.raises(ValueError, match="exceeds the model's"):  # core's own check, at the first step
