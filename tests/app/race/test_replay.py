@@ -7,6 +7,7 @@ import re
 
 import gradio as gr
 import pytest
+from fake_clock import FakeClock
 from races import race_run, stream_race
 
 from app.race.panels import LANE_PARTS, build_race_panels
@@ -51,22 +52,10 @@ def test_a_replay_shows_the_recorded_race_step_by_step_in_compute_order(recorded
     assert [lane.events[-1].confidences for lane in end.lanes] == [lane["events"][-1]["confidences"] for lane in lanes]
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.now += seconds
-
-
 @pytest.mark.parametrize("pace", PACES)
 def test_replay_timing_scales_the_recorded_compute_times_exactly(recorded, pace) -> None:
     replay = replay_of(recorded)
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     shown = []
     for n in replay.play(0, pace, clock=clock, sleep=clock.sleep):
         shown.append((n, clock.now - 100.0))
@@ -81,7 +70,7 @@ def test_replay_timing_scales_the_recorded_compute_times_exactly(recorded, pace)
 
 def test_replay_from_the_middle_and_with_a_throttle_keeps_the_schedule(recorded) -> None:
     replay = replay_of(recorded)
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     start = len(replay) // 2
     throttle = replay.wall_s(len(replay), "100x") / 5
     shown = [(n, clock.now - 100.0) for n in replay.play(start, "100x", throttle, clock=clock, sleep=clock.sleep)]
@@ -250,7 +239,7 @@ def test_pause_lands_on_the_frame_the_playback_sent_last_and_nothing_follows(rec
     from app.race.playback import Playback
 
     replay = replay_of(recorded)
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
     monkeypatch.setattr(app.race.playback, "HALT_WAIT_S", 0.01)  # it waits at a yield below, as Gradio holds it
     panel = dataclasses.replace(replay_panel(), clock=clock)
@@ -272,7 +261,7 @@ def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatc
     from app.race.playback import Playback
 
     replay = replay_of(recorded)
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
     import dataclasses
 

@@ -7,19 +7,12 @@ import threading
 import time
 from types import SimpleNamespace
 
+from fake_clock import FakeClock
 from serving_stubs import StubRegistry, stub_context
 
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView
 from app.serving.turn_queue import TurnQueue, in_turns, waiting_text
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_first_come_first_served_with_places_and_estimates() -> None:
