@@ -1,6 +1,6 @@
 """The command lines, `python -m evaluation generate|bench|lm-eval|lm-eval-task` and `python -m training`, on a small
-saved model: one test per command here (bench: tests/test_bench.py, training: tests/test_train.py), and the
-shared flags."""
+saved model: one test per command here (bench: tests/evaluation/test_bench.py, training:
+tests/training/test_train.py), and the shared flags."""
 
 import os
 import subprocess

@@ -259,7 +259,7 @@ def test_policies_cannot_edit_the_decode_order():
 
 # Each policy with parameters, at its "refresh everything" setting: the exact decoder's tokens must
 # come out. (dual and prefix are fixed schedules, without parameters. Elastic-Cache has no such
-# setting: the layer whose drift triggers a refresh is never itself recomputed; tests/test_elastic.py.)
+# setting: the layer whose drift triggers a refresh is never itself recomputed; tests/core/policies/test_elastic.py.)
 REFRESH_ALL = {
     "entropy": {"tau": -1.0},
     "dllm-cache": {"prompt_every": 1, "response_every": 1},
