@@ -12,7 +12,6 @@ on the machine: the race's speedup is measured while it runs.
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -24,17 +23,12 @@ import torch  # noqa: E402
 from app.serving.device_thread import CPU_THREAD, decode_threads  # noqa: E402
 from app.serving.registry import build_registry  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
+from scripts.ports import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 VIEWPORT = {"width": 1400, "height": 1000}
 TIMEOUT_MS = 600_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def banner_says(page, element: str, text: str) -> None:

@@ -1,0 +1,241 @@
+"""The paper's comparison in the Race: each lane at its own settings (vanilla: no cache, one token per
+step), a middle lane that splits the speedup into two measured factors, the presets, where each lane's
+time goes, and each lane's settings kept by the trace and its replay (old traces still load)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import gradio as gr
+import pytest
+from races import controls, race_run, race_tab, stream_race
+
+from app.client import named
+from app.controls.declared import RUN_CONTROLS, raced_policies
+from app.controls.presets import CACHE_ALONE, PAPER, PRESETS
+from app.controls.run import RawRun, check_run
+from app.race.comparison import Comparison, LaneLabel
+from app.race.decode import Lane
+from app.race.panels import OUTPUT_NAMES, build_race_panels
+from app.race.parted import parted_html
+from app.race.replay import Replay
+from app.race.replay_panel import REPLAY_OUTPUT_NAMES, build_replay_panel
+from app.race.speed import SUMMARY_HEADERS, summary_rows
+from app.race.tab import preset_inputs
+from app.race.time_panel import NOT_RECORDED
+from app.race.trace_reader import read_trace
+from app.serving.examples import chat_examples
+from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+from app.serving.sessions import RunBoard
+from app.widgets.text_view import TokenText
+from core.decoder import DecodeConfig, generate
+from core.events import StepEvent, Totals
+from core.loading import chat_prompt_ids
+from core.policies import make_policy
+from evaluation.forward_cost import TimeSplit
+
+
+@pytest.fixture(scope="module")
+def paper(registry, tmp_path_factory) -> dict:
+    """A race as the paper compares: vanilla against EntropyCache with threshold 0.9 (gen 32), rendered."""
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    run = race_run(registry, policy="vanilla", threshold=0.9)
+    updates = list(stream_race(model, tokenizer, run, throttle_s=0, trace_dir=tmp_path_factory.mktemp("traces")))
+    trace = json.loads(updates[-1].final.trace_path.read_text())
+    return {"run": run, "updates": updates, "trace": trace}
+
+
+def test_vanilla_is_none_one_token_per_step_and_a_middle_lane_runs_none_at_our_settings(registry, paper) -> None:
+    run, last, trace = paper["run"], paper["updates"][-1], paper["trace"]
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    ids = chat_prompt_ids(tokenizer, run.prompt)
+    ours = DecodeConfig(gen_len=32, block_len=16, threshold=0.9)
+    vanilla = DecodeConfig(gen_len=32, block_len=16)
+    expected = [generate(model, ids, make_policy("none"), vanilla), generate(model, ids, make_policy("none"), ours),
+                generate(model, ids, make_policy("entropy"), ours)]
+    assert [lane.side for lane in run.lanes] == ["left", "middle", "right"]
+    assert last.sides == ("left", "middle", "right")
+    assert [lane.tokens for lane in last.lanes] == [e.tokens for e in expected]  # token for token
+    assert [len(lane["events"]) for lane in trace["lanes"]] == [e.totals.steps for e in expected]
+    assert expected[0].totals.steps > expected[1].totals.steps  # vanilla really is one token a step
+    assert [lane["decoding"]["threshold"] for lane in trace["lanes"]] == [None, 0.9, 0.9]
+    assert [row[2] for row in last.final.summary] == ["one token per step", "parallel decoding (threshold 0.9)",
+                                                     "parallel decoding (threshold 0.9)"]
+
+
+def test_the_banner_gives_the_total_and_each_factor_from_two_lanes_it_ran(paper) -> None:
+    last, trace = paper["updates"][-1], paper["trace"]
+    left, middle, right = (lane["compute_s"] for lane in trace["lanes"])
+    text = re.sub("<[^>]+>", "", last.banner_html)
+    total, first, second = left / right, left / middle, middle / right
+    assert (f"{total:.2f}x speedup (measured) = {first:.2f}x from parallel decoding (left to middle) "
+            f"× {second:.2f}x from the cache (middle to right)") in text.replace("&times;", "×")
+    assert trace["speedup"] == pytest.approx(total)
+    assert ("EntropyCache with parallel decoding (threshold 0.9) against vanilla decoding (no cache, one token per "
+            "step): the paper's comparison.") in text
+    speedup = SUMMARY_HEADERS.index("speedup vs left")
+    assert [row[speedup] for row in last.final.summary] == [1.0, round(first, 2), round(total, 2)]
+
+
+def test_the_same_settings_race_two_lanes_the_cache_alone(registry, tmp_path) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    for policy in ("vanilla", "none"):  # one token per step: vanilla decoding is no cache at the same settings
+        run = race_run(registry, policy=policy)
+        assert [lane.side for lane in run.lanes] == ["left", "right"]
+        assert run.lanes[0].config == run.lanes[1].config == run.config
+    last = list(stream_race(model, tokenizer, race_run(registry, policy="none", threshold=0.9), throttle_s=60,
+                            trace_dir=tmp_path))[-1]
+    assert last.sides == ("left", "right")
+    assert "EntropyCache against no cache, both at parallel decoding (threshold 0.9): the cache alone." in (
+        last.banner_html)
+    assert "from the cache" not in last.banner_html  # no middle lane, no factors
+    dual = race_run(registry, policy="dual")
+    words = Comparison(tuple(LaneLabel.of(lane) for lane in dual.lanes)).words()
+    assert words == "EntropyCache against dual, both at one token per step"
+
+
+def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> None:
+    base = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 64, "block_len": 16}
+    steps = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"steps": 16})
+    assert steps.schedule == "16 steps (4 tokens a step)" and steps.gain == "4 tokens a step"
+    labels = (LaneLabel("left", "dual", base), LaneLabel("middle", "dual", base | {"steps": 16}), steps)
+    assert Comparison(labels).factor_names() == ("4 tokens a step", "EntropyCache in place of dual")
+    assert Comparison(labels).words() == ("EntropyCache, 16 steps (4 tokens a step) against dual, one token per step")
+
+
+def test_presets_set_the_compared_lane_every_control_and_the_models_long_example(registry) -> None:
+    tab = race_tab(registry, RunBoard())
+    ins = tab.inputs
+    choice = registry.choice(EMBEDDED_LABEL)
+    out = preset_inputs(registry, ins, PAPER, EMBEDDED_LABEL)
+    assert out[ins.prompt] == choice.examples[choice.paper_example] and out[ins.policy] == "vanilla"
+    values = {key: out[ins.controls[key]] for key in RUN_CONTROLS}
+    assert values == {key: control.default for key, control in RUN_CONTROLS.items()} | {
+        "threshold": 0.9, "gen_len": 256, "block_len": 32}
+    alone = preset_inputs(registry, ins, CACHE_ALONE, EMBEDDED_LABEL)
+    assert alone[ins.policy] == "none" and alone[ins.controls["threshold"]] == 0
+    assert alone[ins.prompt] == out[ins.prompt]
+    for preset in PRESETS:  # each is a race the server accepts, with the lanes it says
+        run = check_run(registry, RawRun(out[ins.prompt], EMBEDDED_LABEL, preset.policy, preset.controls(), {}),
+                        raced_policies(), against_ours=True)
+        assert len(run.lanes) == (3 if preset is PAPER else 2)
+    chat = ModelRegistry([ModelChoice("chat", "x", "cuda", 128, 32, chat_examples())])
+    long = preset_inputs(chat, ins, PAPER, "chat")[ins.prompt]
+    assert long.count("Question:") == 6 and "worked examples" in chat.choice("chat").example_list[0].title
+
+
+def test_where_the_time_goes_adds_up_to_each_lanes_clock(paper) -> None:
+    trace, last = paper["trace"], paper["updates"][-1]
+    for lane in trace["lanes"]:
+        events = read_trace(json.dumps(trace).encode()).lanes[[x["side"] for x in trace["lanes"]].index(lane["side"])]
+        split = TimeSplit.of(events.events)
+        assert split.total_s == pytest.approx(lane["compute_s"], rel=1e-9)
+        assert split.full_passes + split.partial_passes == len(lane["events"])
+        assert all(e["forward_s"] > 0 and e["choice_s"] >= 0 for e in lane["events"])
+    text = re.sub("<[^>]+>", " ", last.time_html)
+    assert "Where the time goes" in text and text.count(" s ") >= 3
+    assert re.search(r"A partial pass here \(\d+ of \d+ rows\) costs \d+% of a full one", text)
+    assert re.search(r"EntropyCache's schedule \(\d+ of \d+ steps full\) allows at most [\d.]+x over running every "
+                     r"step as a full pass \([\d.]+ s\); it took [\d.]+ s, [\d.]+x, \d+% of that ceiling", text)
+
+
+def test_each_lanes_settings_survive_the_trace_and_its_replay(paper) -> None:
+    trace, run = paper["trace"], paper["run"]
+    replay = Replay.of(read_trace(json.dumps(trace).encode()))
+    assert [lane.decoding for lane in replay.trace.lanes] == [lane.decoding for lane in run.lanes]
+    layout = replay.layout()
+    assert layout.comparison.words() == Comparison(tuple(LaneLabel.of(lane) for lane in run.lanes)).words()
+    with gr.Blocks():
+        panel = build_replay_panel(build_race_panels(), gr.Button())
+    out = panel.show(panel.store.put(replay), len(replay))  # the session holds its key in the store
+    assert "the paper's comparison" in out[panel.race.status]
+    assert out[panel.race.middle].visible is True
+    assert set(out) == set(panel.outputs())
+
+
+def test_a_trace_of_the_first_format_still_loads_with_the_runs_settings_for_both_lanes(registry, tmp_path) -> None:
+    model, tokenizer = registry.get(EMBEDDED_LABEL)
+    last = list(stream_race(model, tokenizer, race_run(registry), throttle_s=60, trace_dir=tmp_path))[-1]
+    current = json.loads(last.final.trace_path.read_text())
+    old = copy.deepcopy(current)
+    old["format"] = "entropycache-trace/1"
+    del old["weight_floor_s"]
+    for lane in old["lanes"]:
+        del lane["decoding"]
+        for event in lane["events"]:
+            del event["forward_s"], event["choice_s"]
+    then, now = (Replay.of(read_trace(json.dumps(t).encode())) for t in (old, current))
+    assert then.frames == now.frames
+    assert [lane.decoding for lane in then.trace.lanes] == [lane.decoding for lane in now.trace.lanes]
+    assert NOT_RECORDED in re.sub("<[^>]+>", "", html_of(then))
+    with pytest.raises(ValueError, match=re.escape("lanes: at most 2 entries, got 3")):  # no middle lane then
+        read_trace(json.dumps({**old, "lanes": [*old["lanes"], old["lanes"][0]]}).encode())
+
+
+def html_of(replay: Replay) -> str:
+    from app.race.render import Renderer
+
+    return Renderer(replay.layout(), cursor=True).update(replay.snapshot(len(replay))).time_html
+
+
+def test_a_client_reads_a_race_and_a_replay_by_name() -> None:
+    with gr.Blocks():
+        panel = build_replay_panel(build_race_panels(), gr.Button())
+    race, replay = (api_outputs(outputs) for outputs in (panel.race.outputs(), panel.outputs()))
+    assert len(OUTPUT_NAMES) == len(race) == len(set(OUTPUT_NAMES)) == len(panel.race.outputs()) - 1
+    assert len(REPLAY_OUTPUT_NAMES) == len(replay) == len(set(REPLAY_OUTPUT_NAMES))
+    assert named(list(range(len(OUTPUT_NAMES))))["right.final"] == OUTPUT_NAMES.index("right.final")
+    by_name = dict(zip(OUTPUT_NAMES, race))
+    assert by_name["right.final"] is panel.race.lanes["right"].final and by_name["time"] is panel.race.time
+    assert dict(zip(REPLAY_OUTPUT_NAMES, replay))["left.story"] is panel.race.lanes["left"].story
+    with pytest.raises(ValueError, match=f"expected /run's {len(OUTPUT_NAMES)} outputs, got 3"):
+        named([1, 2, 3])
+
+
+def api_outputs(outputs: list) -> list:
+    """The outputs an HTTP client gets: layout blocks (the middle lane's column) are not among them."""
+    return [block for block in outputs if isinstance(block, gr.components.Component)]
+
+
+def test_the_handler_races_vanilla_in_three_lanes_and_shows_the_middle_one(registry) -> None:
+    tab = race_tab(registry, RunBoard())
+    numbers = controls(threshold=0.9)
+    prompt = registry.choice(EMBEDDED_LABEL).examples[1]
+    outs = list(tab.run(prompt=prompt, model=EMBEDDED_LABEL, policy="vanilla", **numbers))
+    panels = tab.panels
+    shown = [out[panels.middle].visible for out in outs if panels.middle in out]
+    assert shown and all(shown)
+    assert "finished" in outs[-1][panels.status] and outs[-1][panels.lanes["middle"].final]
+
+
+def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
+    """A finished lane whose answer is `answer`, then an end-of-text."""
+    tokens = [*answer, eos]
+    event = StepEvent(step=0, block=0, prompt_len=1, tokens=tokens, unmasked=[], unmasked_tokens=[], entropies=[],
+                      max_entropy=0.0, full=True, reason="", rows=[], layer_rows=[1], compute_s=1.0, decision_s=0.0,
+                      totals=Totals(steps=1, tokens=len(answer), compute_s=1.0), done=True)
+    return Lane(name, [event], 1.0, True, 1)
+
+
+def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> None:
+    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    labels = (LaneLabel("left", "none", decoding), LaneLabel("middle", "none", decoding | {"threshold": 0.9}),
+              LaneLabel("right", "entropy(tau=1.0, k=2)", decoding | {"threshold": 0.9}))
+    lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("none", [5, 6, 7, 8]),
+             finished_lane("entropy", [5, 6, 9, 8, 10]))
+    text = TokenText.from_pieces({5: "a", 6: "b", 7: "c", 8: "d", 9: "x", 10: "y", 99: "<end>"}, " ", 0, [99])
+    page = parted_html(lanes, labels, text)
+    said = re.sub("<[^>]+>", "", page.split('<div class="ec-legend">')[0])
+    assert ("Middle: compared at EntropyCache's settings: the same text as the left lane (4 tokens). Right: "
+            "EntropyCache: parts from the left lane's text at token 2 of 4; agreement 0.750.") in said
+    left, middle, right = page.split('<div class="ec-col-head">')[1:]
+    marked = [re.findall(r'class="ec-tok( ec-diff)?( ec-parted)?" title="token (\d+)"', column)
+              for column in (left, middle, right)]
+    assert marked[2] == [("", "", "0"), ("", "", "1"), (" ec-diff", " ec-parted", "2"), ("", "", "3"),
+                         (" ec-diff", "", "4")]  # the right lane's: where it parts, and a token the left lacks
+    assert marked[1] == [("", "", str(i)) for i in range(4)]  # the middle lane's: no difference
+    assert marked[0][2] == (" ec-diff", " ec-parted", "2")  # the left lane's, against EntropyCache's
+    summary = summary_rows(lanes, labels)
+    assert [row[-2:] for row in summary] == [["-", "-"], ["1.000", "same text"], ["0.750", 2]]

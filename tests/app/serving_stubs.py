@@ -1,0 +1,44 @@
+"""Stand-ins for the serving machinery's tests: a registry of nothing, a context on it, and ZeroGPU's pickling of a
+runner's arguments."""
+
+import pickle
+
+from app.serving.context import AppContext
+
+
+class StubRegistry:
+    """One CPU model 'm', always loaded, that is nothing: for tests of the serving machinery alone."""
+
+    labels = ["m"]
+
+    def choice(self, label):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(label=label, device="cpu")
+
+    def is_loaded(self, label):
+        return True
+
+    def get(self, label):
+        return object(), object()
+
+
+def stub_context() -> AppContext:
+    """An AppContext on StubRegistry whose warm load hands back two placeholders for the model and its
+    tokenizer: a runner's turns, places and stops without a model behind them."""
+    ctx = AppContext(StubRegistry())
+    ctx.load_warm = lambda label: (object(), object())
+    return ctx
+
+
+def fake_zero_gpu(runner) -> list[tuple]:
+    """Route a tab runner's gpu_snapshots (app/serving/runner.py) through a pickle round trip of its arguments,
+    as spaces.GPU hands them to its forked worker; returns the list of argument tuples the 'worker' received."""
+    sent = []
+
+    def gpu_snapshots(*args):
+        sent.append(pickle.loads(pickle.dumps(args)))
+        return runner.snapshots(*sent[-1])
+
+    runner.gpu_snapshots = gpu_snapshots
+    return sent

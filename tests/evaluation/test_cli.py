@@ -1,0 +1,114 @@
+"""The command lines, `python -m evaluation generate|bench|lm-eval|lm-eval-task` and `python -m training`, on a small
+saved model: one test per command here (bench: tests/evaluation/test_bench.py, training:
+tests/training/test_train.py), and the shared flags."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from tiny_models import save_word_problems_model
+
+PROMPT = "mia has 3 apples . how many apples does mia have now ?"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return save_word_problems_model(tmp_path_factory.mktemp("own"), gen_len=16, block_len=8)
+
+
+def cli(*args, module: str = "evaluation"):
+    env = {**os.environ, "COLUMNS": "300"}  # help text on one line per flag
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_generate_prints_answer_and_summary(model_dir):
+    out = cli("generate", "--model", str(model_dir), "--prompt", PROMPT, "--policy", "entropy", "--tau", "0.5",
+              "-k", "2")
+    assert out.returncode == 0, out.stderr
+    summary = out.stderr.strip().splitlines()[-1]
+    assert summary.startswith("[entropy(tau=0.5, k=2)] steps 16, ")  # the model's own gen_len: 16 steps
+    assert "full steps" in summary and "rows computed" in summary and "tokens/s" in summary
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prompt", "   "], "error: the prompt is empty"),
+        (["--prompt", "mia", "--gen-len", "20"], "error: gen_len 20 is not a multiple of block_len 8"),
+        (["--prompt", "mia", "--tau", "nan"], "error: tau must be a number"),
+        (["--prompt", "mia", "--k", "-1"], "error: k must be a non-negative integer, got -1"),
+        (["--prompt", "mia", "--policy", "none", "--tau", "0.3"], "--tau is a parameter of entropy, not of none"),
+        (["--prompt", "mia", "--steps", "1000"], "error: steps must be an integer in [2, 16]"),
+        (["--prompt", "mia", "--gen-len", "0"], "error: gen_len must be an integer in [1, 8192]"),
+        (["--prompt", "mia", "--device", "tpu9"], "error: unknown device 'tpu9'"),
+        (["--prompt", "hello, write a poem"], "error: the model does not know 5 words of the prompt: 'hello', ','"),
+    ],
+)
+def test_generate_bad_input(model_dir, args, message):
+    out = cli("generate", "--model", str(model_dir), *args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_words_are_named_with_what_the_model_reads(model_dir):
+    out = cli("generate", "--model", str(model_dir), "--prompt", "What is 12 plus 7?")
+    assert out.returncode == 2 and "'What', 'plus'" in out.stderr
+    assert "trained only on word problems" in out.stderr and "python -m evaluation generate --prompt" in out.stderr
+
+
+def test_generate_checks_decode_flags_before_loading(tmp_path):
+    out = cli("generate", "--model", str(tmp_path / "no-such-model"), "--prompt", "mia", "--gen-len", "20",
+              "--block", "8")
+    assert out.returncode == 2 and "gen_len 20 is not a multiple of block_len 8" in out.stderr
+
+
+def test_unknown_policy_and_command_are_rejected(model_dir):
+    out = cli("generate", "--model", str(model_dir), "--prompt", "mia", "--policy", "magic")
+    assert out.returncode == 2 and "invalid choice: 'magic'" in out.stderr
+    out = cli("decode", "--prompt", "mia")
+    assert out.returncode == 2 and "invalid choice: 'decode'" in out.stderr
+
+
+def test_every_policy_parameter_has_its_flag():
+    """Flags come from the policies' declarations: each declared parameter has one, with its default."""
+    from core.policies import POLICIES
+
+    out = cli("generate", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    for cls in POLICIES.values():
+        for p in cls.parameters:
+            assert f"--{p.name.replace('_', '-')}" in out.stdout and f"default {p.default:g}" in out.stdout
+
+
+def test_every_decode_setting_has_its_flag():
+    """Decode flags come from the decode settings' declarations (DecodeConfig.parameters), with their help."""
+    from core.decoder import DecodeConfig
+    from evaluation.cli import FLAGS
+
+    out = cli("generate", "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    for p in DecodeConfig.parameters:
+        flag = FLAGS.get(p.name, f"--{p.name.replace('_', '-')}")
+        assert f"{flag} {p.name.upper()}" in out.stdout and p.help.split(";")[0] in out.stdout
+
+
+def test_every_command_is_behind_the_one_entry_point():
+    out = cli("--help")
+    assert out.returncode == 0 and out.stderr == "" and "{generate,bench,lm-eval,lm-eval-task}" in out.stdout
+    for command in ("generate", "bench", "lm-eval", "lm-eval-task"):
+        out = cli(command, "--help")
+        assert out.returncode == 0 and out.stderr == "" and f"python -m evaluation {command}" in out.stdout
+    out = cli("--help", module="training")
+    assert out.returncode == 0 and out.stderr == "" and "{train,recipe}" in out.stdout
+    for command in ("train", "recipe"):
+        out = cli(command, "--help", module="training")
+        assert out.returncode == 0 and out.stderr == "" and f"python -m training {command}" in out.stdout
+
+
+def test_the_package_function_generate_is_not_shadowed():
+    """`core.generate` is the function even after the command line is imported."""
+    code = "import core, evaluation.cli, evaluation.bench, training.train; assert callable(core.generate); print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
