@@ -2,8 +2,11 @@
 runner's arguments."""
 
 import pickle
+from types import SimpleNamespace
 
 from app.serving.context import AppContext
+
+STUB_MODEL = SimpleNamespace(label="m", device="cpu")  # the stub registry's model, as a view holds it
 
 
 class StubRegistry:
@@ -12,8 +15,6 @@ class StubRegistry:
     labels = ["m"]
 
     def choice(self, label):
-        from types import SimpleNamespace
-
         return SimpleNamespace(label=label, device="cpu")
 
     def is_loaded(self, label):

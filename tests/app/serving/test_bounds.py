@@ -9,7 +9,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from serving_stubs import stub_context
+from serving_stubs import STUB_MODEL, stub_context
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import DEFAULT_PRESET
@@ -103,7 +103,7 @@ def test_turns_go_round_robin_across_visitors() -> None:
 
 class Message(TabView):
     def __init__(self, decode) -> None:
-        super().__init__("m", "status")
+        super().__init__(STUB_MODEL, "status")
         self.decode, self.ended = decode, False
 
     def start(self, model, tokenizer):

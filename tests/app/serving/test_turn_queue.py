@@ -8,7 +8,7 @@ import time
 from types import SimpleNamespace
 
 from fake_clock import FakeClock
-from serving_stubs import StubRegistry, stub_context
+from serving_stubs import STUB_MODEL, StubRegistry, stub_context
 
 from app.serving.context import AppContext
 from app.serving.runner import TabRunner, TabView
@@ -78,7 +78,7 @@ class Job:
 
 class View(TabView):
     def __init__(self, decode) -> None:
-        super().__init__("m", STATUS)
+        super().__init__(STUB_MODEL, STATUS)
         self.job = Job(decode)
 
     def start(self, model, tokenizer):
