@@ -59,7 +59,6 @@ import itertools
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -507,11 +506,10 @@ def app_check(folder: Path, dry: bool) -> dict:
         from app.serving.examples import CHAT_EXAMPLES
         from app.serving.long_prompts import LONG_PROMPTS
         from app.serving.registry import build_registry
+        from scripts.ports import free_port
     except ImportError as e:
         return {"ok": False, "skipped": f"gradio_client is not installed here ({e}); carry the app's wheels"}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     server = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port), "--model", str(folder)],
                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)

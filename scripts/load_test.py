@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import generate  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from evaluation.tasks.word_problems import make_split  # noqa: E402
+from scripts.ports import free_port  # noqa: E402
 
 
 @dataclass
@@ -227,9 +227,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def serve(timeout_s: float = 180.0) -> tuple[str, subprocess.Popen]:
     """`python app.py` on a free loopback port, in its own process: (url, process), once it answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     # Its visitors are told apart by X-Forwarded-For, as behind a Space's proxy (app/serving/admission.py).
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", PROXY_ENV: "1"}
     server = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
