@@ -11,6 +11,7 @@ import re
 import gradio as gr
 import pytest
 from races import controls, race_run, race_tab, stream_race
+from step_events import step_event
 
 from app.client import named
 from app.controls.declared import RUN_CONTROLS, raced_policies
@@ -31,7 +32,7 @@ from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
 from app.widgets.text_view import TokenText
 from core.decoder import DecodeConfig, generate
-from core.events import StepEvent, Totals
+from core.events import Totals
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
 from evaluation.forward_cost import TimeSplit
@@ -213,9 +214,8 @@ def test_the_handler_races_vanilla_in_three_lanes_and_shows_the_middle_one(regis
 def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
     """A finished lane whose answer is `answer`, then an end-of-text."""
     tokens = [*answer, eos]
-    event = StepEvent(step=0, block=0, prompt_len=1, tokens=tokens, unmasked=[], unmasked_tokens=[], entropies=[],
-                      max_entropy=0.0, full=True, reason="", rows=[], layer_rows=[1], compute_s=1.0, decision_s=0.0,
-                      totals=Totals(steps=1, tokens=len(answer), compute_s=1.0), done=True)
+    event = step_event(tokens=tokens, full=True, layer_rows=[1], compute_s=1.0,
+                       totals=Totals(steps=1, tokens=len(answer), compute_s=1.0), done=True)
     return Lane(name, [event], 1.0, True, 1)
 
 

@@ -5,32 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 
+from step_events import step_event
+
 from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race
 from core.decoder import DecodeConfig
-from core.events import StepEvent, Totals
+from core.events import Totals
 
 
 def fake_decoder(costs: list[float], closed: list[str] | None = None, name: str = ""):
     try:
         for i, cost in enumerate(costs):
-            yield StepEvent(
-                step=i,
-                block=0,
-                prompt_len=1,
-                tokens=[],
-                unmasked=[1 + i],
-                unmasked_tokens=[5],
-                entropies=[0.0],
-                max_entropy=0.0,
-                full=False,
-                reason="",
-                rows=[],
-                layer_rows=[],
-                compute_s=cost,
-                decision_s=0.0,
-                done=i == len(costs) - 1,
-            )
+            yield step_event(step=i, unmasked=[1 + i], unmasked_tokens=[5], entropies=[0.0], compute_s=cost,
+                             done=i == len(costs) - 1)
     finally:
         if closed is not None:
             closed.append(name)

@@ -18,21 +18,23 @@ from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
 from core.loading import chat_prompt_ids
 
+ME = SimpleNamespace(session_hash="me")
+LONG = run_args(gen_len=256, block_len=32)  # a race a stop or a new run finds still decoding
+
 
 def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registry) -> None:
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
-    long = dict(gen_len=256, block_len=32)
-    first = h.run(**run_args(**long), request=me)
-    theirs = h.run(**run_args(**long), request=other)
+    other = SimpleNamespace(session_hash="other")
+    first = h.run(**LONG, request=ME)
+    theirs = h.run(**LONG, request=other)
     for _ in range(3):
         next(first)
     assert "Waiting for the model" in next(theirs)[h.panels.status]  # told once; asked again it would wait its turn
-    second = h.run(**run_args(**long), request=me)
+    second = h.run(**LONG, request=ME)
     next(second)  # starting it cancels `first` before its next step
     assert list(first) == []
-    assert "Stopped." in h.ctx.stop(me)
+    assert "Stopped." in h.ctx.stop(ME)
     rest = list(second)  # no further step; one last banner, so no late update hides the stop
     assert len(rest) == 1 and "Stopped." in rest[0][h.panels.status]
     assert next(theirs)  # another session's run goes on
@@ -43,11 +45,9 @@ def test_a_new_run_or_stop_in_the_same_session_cancels_the_run_in_flight(registr
 def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_successors_flag(registry) -> None:
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    me = SimpleNamespace(session_hash="me")
-    long = dict(gen_len=256, block_len=32)
-    first = h.run(**run_args(**long), request=me)
+    first = h.run(**LONG, request=ME)
     next(first)  # "Starting...": registered, no decoder started yet (where an 8B model would still load)
-    second = h.run(**run_args(**long), request=me)
+    second = h.run(**LONG, request=ME)
     next(second)  # registers `second` under the same session, which flags `first`
     assert list(first) == []  # not one step after it was replaced
     assert next(second, None) is not None  # the new run streams on
@@ -128,17 +128,15 @@ def test_stop_files_are_removed_when_a_run_ends_is_stopped_or_is_replaced(regist
         return key, flag
 
     board.begin = recording_begin
-    me = SimpleNamespace(session_hash="me")
-    long = dict(gen_len=256, block_len=32)
-    assert "finished" in list(h.run(**run_args(), request=me))[-1][h.panels.status]
-    stopped = h.run(**run_args(**long), request=me)
+    assert "finished" in list(h.run(**run_args(), request=ME))[-1][h.panels.status]
+    stopped = h.run(**LONG, request=ME)
     next(stopped), next(stopped)
-    h.ctx.stop(me)
+    h.ctx.stop(ME)
     assert flags[1].is_set()  # the stop is a file while the run is in flight
     list(stopped)
-    replaced = h.run(**run_args(**long), request=me)
+    replaced = h.run(**LONG, request=ME)
     next(replaced), next(replaced)
-    new = h.run(**run_args(**long), request=me)
+    new = h.run(**LONG, request=ME)
     next(new)
     assert list(replaced) == []
     new.close()

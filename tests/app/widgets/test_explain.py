@@ -7,6 +7,7 @@ import html
 
 import pytest
 from races import PROMPT
+from step_events import step_event
 
 from app.serving.registry import EMBEDDED_LABEL
 from app.widgets.explain import explain_step
@@ -24,16 +25,11 @@ class WordTokenizer:
 
 
 def event(**overrides) -> StepEvent:
-    fields = dict(
-        step=4, block=1, prompt_len=10, tokens=[5, 6, 0, 0, 0, 0, 0, 0], unmasked=[11], unmasked_tokens=[6],
-        entropies=[0.2], max_entropy=0.2, full=False, reason="partial: max entropy 0.100 <= tau 0.5",
-        rows=[11, 12, 13, 14, 15, 16, 17], layer_rows=[7, 7], compute_s=0.01, decision_s=0.001,
-    )
-    fields.update(overrides)
-    positional = [fields.pop(name) for name in (
-        "step", "block", "prompt_len", "tokens", "unmasked", "unmasked_tokens", "entropies", "max_entropy",
-        "full", "reason", "rows", "layer_rows", "compute_s", "decision_s")]
-    return StepEvent(*positional, **fields)
+    """A partial step 4 of block 1 that unmasked one token; `overrides` over it."""
+    fields = dict(step=4, block=1, prompt_len=10, tokens=[5, 6, 0, 0, 0, 0, 0, 0], unmasked=[11], unmasked_tokens=[6],
+                  entropies=[0.2], max_entropy=0.2, reason="partial: max entropy 0.100 <= tau 0.5",
+                  rows=[11, 12, 13, 14, 15, 16, 17], layer_rows=[7, 7], compute_s=0.01, decision_s=0.001)
+    return step_event(**{**fields, **overrides})
 
 
 def test_explain_a_partial_step_counts_rows_and_says_what_the_next_step_did_in_its_own_words() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from step_events import step_event
+
 from app.widgets.text_view import TokenText, render_text
-from core.events import StepEvent
 
 
 class WordTokenizer:
@@ -19,22 +20,8 @@ class WordTokenizer:
 def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
     text = TokenText(WordTokenizer(), mask_id=0, eos_ids=(1,))
     assert text.sep == " "
-    event = StepEvent(
-        step=3,
-        block=0,
-        prompt_len=2,
-        tokens=[5, 0, 6, 1, 1],
-        unmasked=[4],
-        unmasked_tokens=[6],
-        entropies=[0.1],
-        max_entropy=0.1,
-        full=False,
-        reason="",
-        rows=[0, 3, 4],
-        layer_rows=[3],
-        compute_s=0.0,
-        decision_s=0.0,
-    )
+    event = step_event(step=3, prompt_len=2, tokens=[5, 0, 6, 1, 1], unmasked=[4], unmasked_tokens=[6],
+                       entropies=[0.1], max_entropy=0.1, rows=[0, 3, 4], layer_rows=[3])
     out = render_text(event, text, 5)
     assert "<script>" not in out and "&lt;script&gt;&amp;" in out
     assert out.count('class="ec-mask ec-rc"') == 1  # position 3 (response index 1): masked and recomputed
