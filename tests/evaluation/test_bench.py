@@ -2,10 +2,9 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
+from command_line import run_cli
 from tiny_models import save_word_problems_model, tiny_model
 
 from core.decoder import DecodeConfig, decode, generate
@@ -90,8 +89,7 @@ def test_contenders_refuse_unknown_policies_and_bad_values(policies, values, mes
 
 
 def bench_cli(*args):
-    return subprocess.run([sys.executable, "-m", "evaluation", "bench", *args], capture_output=True, text=True,
-                          timeout=300)
+    return run_cli("evaluation", "bench", *args)
 
 
 def test_cli_writes_table_and_json(saved, tmp_path):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from command_line import run_cli
 from tiny_models import save_word_problems_model
 
 PROMPT = "mia has 3 apples . how many apples does mia have now ?"
@@ -18,6 +19,11 @@ def model_dir(tmp_path_factory):
 
 
 def cli(*args, module: str = "evaluation"):
+    return run_cli(module, *args)
+
+
+def python_m(module: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m module args` itself, in a process of its own."""
     env = {**os.environ, "COLUMNS": "300"}  # help text on one line per flag
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=120, env=env)
 
@@ -95,12 +101,12 @@ def test_every_decode_setting_has_its_flag():
 
 
 def test_every_command_is_behind_the_one_entry_point():
-    out = cli("--help")
+    out = python_m("evaluation", "--help")
     assert out.returncode == 0 and out.stderr == "" and "{generate,bench,lm-eval,lm-eval-task}" in out.stdout
     for command in ("generate", "bench", "lm-eval", "lm-eval-task"):
         out = cli(command, "--help")
         assert out.returncode == 0 and out.stderr == "" and f"python -m evaluation {command}" in out.stdout
-    out = cli("--help", module="training")
+    out = python_m("training", "--help")
     assert out.returncode == 0 and out.stderr == "" and "{train,recipe}" in out.stdout
     for command in ("train", "recipe"):
         out = cli(command, "--help", module="training")
