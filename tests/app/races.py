@@ -34,9 +34,10 @@ def race_run(registry, prompt: object = PROMPT, model: object = EMBEDDED_LABEL, 
                      against_ours=True)
 
 
-def run_args(**overrides) -> dict:
-    """A Race run's inputs by name, as the panel sends them."""
-    return dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none", **controls(**overrides))
+def run_args(prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = "none", **overrides) -> dict:
+    """A Race run's inputs by name, as the panel sends them and an API client names them: `overrides` over
+    controls() (a compared policy's own too, by its control name)."""
+    return dict(prompt=prompt, model=model, policy=policy, **controls(**overrides))
 
 
 def stream_race(model, tokenizer, params, *, throttle_s: float = DEFAULT_THROTTLE_S, trace_dir=TRACE_DIR):

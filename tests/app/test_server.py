@@ -28,6 +28,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no phoning home fr
 
 import pytest  # noqa: E402
 from gradio_client import Client  # noqa: E402
+from races import run_args  # noqa: E402
 
 import app.drift.decode  # noqa: E402
 import app.race.decode  # noqa: E402
@@ -80,21 +81,8 @@ def refusal(out: tuple, api_name: str = "/run") -> str:
 
 
 def args(prompt: str = PROMPTS[0], **overrides) -> dict:
-    a = dict(
-        prompt=prompt,
-        model=EMBEDDED_LABEL,
-        policy="none",
-        tau=0.5,
-        k=2,
-        gen_len=32,
-        block_len=16,
-        steps=0,
-        threshold=0,
-        temperature=0,
-        seed=0,
-    )
-    a.update(overrides)
-    return a
+    """A race's inputs as an API client sends them: tau 0.5 at gen 32, block 16 (races.run_args)."""
+    return run_args(prompt, **{"tau": 0.5, **overrides})
 
 
 def expected(registry, a: dict) -> tuple:

@@ -28,7 +28,7 @@ UNREADABLE = [  # (prompt, the words the embedded model does not know)
 def test_a_prompt_the_model_cannot_read_is_refused_before_any_run(registry, prompt: str, words: str) -> None:
     board = RunBoard()
     h = race_tab(registry, board, throttle_s=0)
-    out = list(h.run(**{**run_args(), "prompt": prompt}, request=SimpleNamespace(session_hash="me")))
+    out = list(h.run(**run_args(prompt), request=SimpleNamespace(session_hash="me")))
     message = html.unescape(refusal(out, h.panels.status))
     assert words in message and registry.choice(EMBEDDED_LABEL).trained_on in message and len(board) == 0
 

@@ -61,9 +61,9 @@ def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_
     h = race_tab(gpu_registry, board, throttle_s=60)
     sent = fake_zero_gpu(h.runner)
     me = SimpleNamespace(session_hash="z")
-    out = list(h.run(**{**run_args(), "model": "gpu"}, request=me))
+    out = list(h.run(**run_args(model="gpu"), request=me))
     assert "finished" in out[-1][h.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
-    run = h.run(**{**run_args(gen_len=256, block_len=32), "model": "gpu"}, request=me)
+    run = h.run(**run_args(model="gpu", gen_len=256, block_len=32), request=me)
     next(run), next(run)  # "Starting...", then the first step
     h.ctx.stop(me)  # sets the server's flag, not the copy the race polls
     rest = list(run)
