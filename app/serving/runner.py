@@ -152,8 +152,9 @@ class TabRunner:
                 if self._gone(flag, session):
                     return
                 # Told again only when the place changes: every update is CPU time taken from the
-                # decode running now, and would show up in its step times.
-                if (ahead := queue.ahead(ticket)) != shown:
+                # decode running now, and would show up in its step times. No run ahead is the turn
+                # itself, granted after this wait timed out: the next wait takes it, nothing to tell.
+                if (ahead := queue.ahead(ticket)) != shown and ahead:
                     shown = ahead
                     yield view.message(waiting_text(ahead, queue.estimate_s(ticket)))
             if self._gone(flag, session):

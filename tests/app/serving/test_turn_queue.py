@@ -91,6 +91,25 @@ class View(TabView):
         return {STATUS: text}
 
 
+def test_a_run_given_its_turn_as_its_wait_times_out_is_not_told_it_waits() -> None:
+    """The run ahead ends between the waiting run's timed-out wait and its look at its place: no run is
+    ahead then (the turn is its own, which the next wait takes), and that is no place to tell."""
+    ctx = stub_context()
+    queue = ctx.turn_queue("cpu")
+    other = queue.join()  # another visitor's decode holds the device
+    wait = queue.wait
+
+    def times_out_as_the_turn_comes(ticket, timeout_s):
+        if queue.ahead(ticket):
+            queue.leave(other)  # ends just after this wait timed out
+            return False
+        return wait(ticket, timeout_s)
+
+    queue.wait = times_out_as_the_turn_comes
+    out = list(TabRunner(ctx, STATUS).run(SimpleNamespace(session_hash="b"), lambda: View(lambda *_: iter([7]))))
+    assert out == [{STATUS: "start"}, {STATUS: "show", "snapshot": 7}]
+
+
 def test_two_runs_at_once_decode_in_turn_and_the_second_is_told_its_place(monkeypatch) -> None:
     monkeypatch.setattr("app.serving.runner.WAIT_POLL_S", 0.02)  # b checks its place ~35 times while a runs
     ctx = stub_context()
