@@ -16,7 +16,6 @@ import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from serving_stubs import fake_zero_gpu
 from too_long import too_long_prompt
 
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, probed_policies
@@ -27,7 +26,7 @@ from app.drift.render import DriftRenderer, DriftRun
 from app.drift.tab import NO_RUN, DriftTab, build_drift_tab
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
-from app.serving.sessions import RunBoard, StopFlag
+from app.serving.sessions import RunBoard
 from app.widgets.explain import explain_step
 from app.widgets.inert import inert
 from core.decoder import DecodeConfig, decode
@@ -219,19 +218,6 @@ def test_a_stop_ends_the_diagnostic_decode_with_a_banner(registry) -> None:
     assert "Stopped." in d.ctx.stop(me)
     rest = list(run)
     assert "Stopped." in rest[-1][d.panels.status] and len(d.ctx.board) == 0
-
-
-def test_on_a_gpu_the_decode_runs_in_the_gpu_function_with_a_pickled_stop_flag(gpu_registry) -> None:
-    d = drift_tab(gpu_registry, throttle_s=60)
-    sent = fake_zero_gpu(d.runner)
-    me = SimpleNamespace(session_hash="g")
-    out = list(d.run(**drift_args(model="gpu"), request=me))
-    assert "Done" in out[-1][d.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
-    run = d.run(**drift_args(model="gpu", gen_len=256, block_len=32), request=me)
-    next(run), next(run)  # "Starting...", then the first step
-    d.ctx.stop(me)  # sets the server's flag, not the copy the decode polls
-    rest = list(run)
-    assert len(rest) == 1 and "Stopped." in rest[0][d.panels.status] and len(d.ctx.board) == 0
 
 
 def test_the_drift_scatter_covers_every_step_of_the_default_story(registry) -> None:

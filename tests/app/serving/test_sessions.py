@@ -8,12 +8,16 @@ import os
 import pickle
 from types import SimpleNamespace
 
+import gradio as gr
 import pytest
 import torch
 from races import PROMPT, race_run, race_tab, run_args
 from serving_stubs import fake_zero_gpu
 
+from app.drift.tab import build_drift_tab
 from app.race.decode import race_snapshots
+from app.race.tab import build_race_tab
+from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
 from core.loading import chat_prompt_ids
@@ -55,20 +59,23 @@ def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_succes
     assert len(board) == 0
 
 
-def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry) -> None:
-    # spaces.GPU pickles the arguments into a forked worker: the race there polls only a copy of the flag
-    board = RunBoard()
-    h = race_tab(gpu_registry, board, throttle_s=60)
+@pytest.mark.parametrize(("build", "policy", "done"), [(build_race_tab, "none", "finished"),
+                                                       (build_drift_tab, "entropy", "Done")], ids=["race", "drift"])
+def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry, build, policy,
+                                                                                             done) -> None:
+    # spaces.GPU pickles the arguments into a forked worker: the decode there polls only a copy of the flag
+    with gr.Blocks():
+        h = build(AppContext(gpu_registry, RunBoard(), throttle_s=60))
     sent = fake_zero_gpu(h.runner)
     me = SimpleNamespace(session_hash="z")
-    out = list(h.run(**run_args(model="gpu"), request=me))
-    assert "finished" in out[-1][h.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
-    run = h.run(**run_args(model="gpu", gen_len=256, block_len=32), request=me)
+    out = list(h.run(**run_args(model="gpu", policy=policy), request=me))
+    assert done in out[-1][h.panels.status] and len(sent) == 1 and isinstance(sent[0][1], StopFlag)
+    run = h.run(**run_args(model="gpu", policy=policy, gen_len=256, block_len=32), request=me)
     next(run), next(run)  # "Starting...", then the first step
-    h.ctx.stop(me)  # sets the server's flag, not the copy the race polls
+    h.ctx.stop(me)  # sets the server's flag, not the copy the decode polls
     rest = list(run)
     assert len(rest) == 1 and "Stopped." in rest[0][h.panels.status]
-    assert not any(os.path.exists(args[1].path) for args in sent) and len(board) == 0
+    assert not any(os.path.exists(args[1].path) for args in sent) and len(h.ctx.board) == 0
 
 
 def _race_in_child(flag_bytes: bytes, model, params, prompt_ids: list[int], report) -> None:
