@@ -47,25 +47,35 @@ class LaneLabel:
         return self.policy.split("(")[0] == OURS
 
     @property
-    def schedule(self) -> str:
-        """How many tokens a step unmasks, in words."""
+    def tokens_per_step(self) -> float | None:
+        """Tokens a step unmasks, on average: gen_len / steps (1 without steps). None with a threshold,
+        where a step unmasks every token the model is sure enough of, however many."""
         d = self.decoding
         if d.get("threshold") is not None:
-            return f"{self.gain} (threshold {d['threshold']:g})"
-        return f"{d['steps']} steps ({self.gain})" if d.get("steps") is not None else "one token per step"
+            return None
+        return d["gen_len"] / d["steps"] if d.get("steps") is not None else 1.0
 
     @property
     def gain(self) -> str:
         """What its schedule gains over one token per step, in two words ('' for none)."""
-        d = self.decoding
-        if d.get("threshold") is not None:
+        per_step = self.tokens_per_step
+        if per_step is None:
             return "parallel decoding"
-        return f"{d['gen_len'] // d['steps']} tokens a step" if d.get("steps") is not None else ""
+        return f"{per_step:.3g} tokens a step" if per_step > 1 else ""
 
     @property
     def parallel(self) -> bool:
         """Unmasks more than one token a step (a threshold, or fewer steps than tokens)."""
         return bool(self.gain)
+
+    @property
+    def schedule(self) -> str:
+        """How many tokens a step unmasks, in words."""
+        if not self.parallel:
+            return "one token per step"
+        if self.tokens_per_step is None:
+            return f"{self.gain} (threshold {self.decoding['threshold']:g})"
+        return f"{self.decoding['steps']} steps ({self.gain})"
 
     @property
     def name(self) -> str:

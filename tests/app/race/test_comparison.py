@@ -104,6 +104,11 @@ def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> N
     labels = (LaneLabel("left", "dual", base), LaneLabel("middle", "dual", base | {"steps": 16}), steps)
     assert Comparison(labels).factor_names() == ("4 tokens a step", "EntropyCache in place of dual")
     assert Comparison(labels).words() == ("EntropyCache, 16 steps (4 tokens a step) against dual, one token per step")
+    uneven = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"steps": 24})  # 64 tokens in 24 steps
+    assert uneven.schedule == "24 steps (2.67 tokens a step)"
+    one_each = LaneLabel("left", "none", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
+    assert not one_each.parallel and one_each.gain == "" and one_each.schedule == "one token per step"
+    assert one_each.name == "vanilla decoding (no cache, one token per step)"
 
 
 def test_presets_set_the_compared_lane_every_control_and_the_models_long_example(registry) -> None:
