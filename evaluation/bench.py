@@ -25,7 +25,7 @@ tab read the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -183,21 +183,14 @@ def _events(model, ids: list[int], c: Contender, config: DecodeConfig) -> list[S
     return list(decode(model, ids, make_policy(c.policy, **c.params), c.config(config)))
 
 
-def run_bench(
-    model,
-    tokenizer,
-    items: list[Item],
-    contenders: list[Contender],
-    config: DecodeConfig,
-    warmup: int = 1,
-    progress: bool = True,
-) -> list[dict]:
-    """bench_progress run to the end (with a progress bar of decodes on stderr): the result rows."""
+def bench_rows(progress: Iterable[Progress], bar: bool = True) -> list[dict]:
+    """A bench (bench_progress, sweep_progress) followed to the end, with a progress bar of decodes on
+    stderr: its result rows."""
     last = None
-    with tqdm(desc="bench", unit="decode", disable=not progress) as bar:
-        for last in bench_progress(model, tokenizer, items, contenders, config, warmup):
-            bar.total = last.total
-            bar.update(1)
+    with tqdm(desc="bench", unit="decode", disable=not bar) as shown:
+        for last in progress:
+            shown.total = last.total
+            shown.update(1)
     return last.rows if last else []
 
 
@@ -319,5 +312,5 @@ def sweep(
     model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
 ) -> list[dict]:
     """sweep_progress run to the end: one row for `none`, then one per (tau, k)."""
-    return run_bench(model, tokenizer, items, sweep_contenders(taus, ks), config, warmup, progress=False)
+    return bench_rows(sweep_progress(model, tokenizer, items, taus, ks, config, warmup), bar=False)
 

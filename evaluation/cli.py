@@ -37,7 +37,7 @@ from core.loading import (
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.policies.params import Param
-from evaluation.bench import contenders_from, format_table, run_bench
+from evaluation.bench import bench_progress, bench_rows, contenders_from, format_table
 from evaluation.diagnostics import drift_report, format_drift
 from evaluation.forward_cost import forward_costs, weight_bytes
 from evaluation.tasks import TASKS, held_out, own_items, prompt_lines
@@ -268,7 +268,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     else:
         rows = []
         for k, some in items.items():  # one interleaved bench per context length
-            result = run_bench(model, tokenizer, some, contenders, config, warmup=args.warmup)
+            result = bench_rows(bench_progress(model, tokenizer, some, contenders, config, warmup=args.warmup))
             if len(items) > 1:
                 print(f"{task}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
             print(format_table(result))

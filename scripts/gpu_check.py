@@ -92,7 +92,7 @@ from core.passes import (  # noqa: E402
 )
 from core.policies import TABLE_ORDER, make_policy  # noqa: E402
 from core.policies.entropy import EntropyCache  # noqa: E402
-from evaluation.bench import Contender, run_bench  # noqa: E402
+from evaluation.bench import Contender, bench_progress, bench_rows  # noqa: E402
 from evaluation.forward_cost import copy_bandwidth, forward_costs, pass_flops, weight_bytes  # noqa: E402
 from evaluation.tasks import held_out  # noqa: E402
 from evaluation.tasks.word_problems import make_split  # noqa: E402
@@ -422,8 +422,8 @@ def embedded_bench(device: torch.device, n: int, gen_len: int, graphs: str, warm
     """The embedded model's interleaved bench, every policy, on this device."""
     model, tokenizer = load_model(None, device=device)
     contenders = [Contender(p, {}) for p in TABLE_ORDER]
-    return run_bench(model, tokenizer, held_out("words", n), contenders,
-                     DecodeConfig(gen_len=gen_len, block_len=BLOCK, graphs=graphs), warmup, progress=False)
+    config = DecodeConfig(gen_len=gen_len, block_len=BLOCK, graphs=graphs)
+    return bench_rows(bench_progress(model, tokenizer, held_out("words", n), contenders, config, warmup), bar=False)
 
 
 def write_llada_layout(model: DiffusionTransformer, folder: Path, tokenizer) -> None:

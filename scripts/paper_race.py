@@ -35,7 +35,7 @@ from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
 from core.decoder import DecodeConfig  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
-from evaluation.bench import Contender, run_bench  # noqa: E402
+from evaluation.bench import Contender, bench_progress, bench_rows  # noqa: E402
 from evaluation.forward_cost import TimeSplit, forward_costs  # noqa: E402
 from evaluation.tasks import held_out  # noqa: E402
 
@@ -71,8 +71,8 @@ def bench_round(registry, item) -> float:
     """`bench --threshold 0.9` on the one prompt: EntropyCache's speedup over the vanilla decoder."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     config = DecodeConfig.for_model(model.config, threshold=0.9)
-    rows = run_bench(model, tokenizer, [item], [Contender("none", {}), Contender("entropy", {})], config,
-                     progress=False)
+    contenders = [Contender("none", {}), Contender("entropy", {})]
+    rows = bench_rows(bench_progress(model, tokenizer, [item], contenders, config), bar=False)
     return next(r for r in rows if r["policy"] == "entropy")["speedup_vs_vanilla"]
 
 

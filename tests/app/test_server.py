@@ -21,7 +21,6 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no phoning home from tests
@@ -374,191 +373,173 @@ def browser_ready() -> None:
         pytest.skip(f"needs {' and '.join(missing)}")
 
 
-@contextmanager
-def chromium_page(url: str):
-    """A page of Debian's Chromium, driven by Playwright, opened at `url`."""
+@pytest.fixture
+def page(browser_ready, served):
+    """A page of Debian's Chromium, driven by Playwright, opened on the served app."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = chrome.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url, wait_until="domcontentloaded")
+            page.goto(served.url, wait_until="domcontentloaded")
             yield page
         finally:
             chrome.close()
 
 
-def test_browser_runs_a_race_and_shows_text_and_both_plots(browser_ready, served, tmp_path) -> None:
-    url = served.url
-    shot = tmp_path / "app.png"
-    with chromium_page(url) as page:
-        # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
-        # the long example, and a middle lane (no cache at EntropyCache's settings) for the two factors.
-        page.locator("#preset-cache-alone").click()
-        page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0'", timeout=30_000)
-        page.locator("#preset-paper").click()
-        page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0.9'", timeout=30_000)
-        page.locator("#run-btn").click(timeout=60_000)
-        for side in ("left", "middle", "right"):
-            page.locator(f"#text-{side} .ec-text").wait_for(timeout=60_000)
-            page.locator(f"#entropy-{side} .js-plotly-plot").wait_for(timeout=60_000)
-            page.locator(f"#rows-{side} .js-plotly-plot").wait_for(timeout=60_000)
-        page.wait_for_function(
-            "document.querySelector('#banner').innerText.includes('finished in')", timeout=180_000
-        )
-        banner = page.locator("#banner").inner_text()
-        assert "from parallel decoding (left to middle)" in banner and "the paper's comparison" in banner
-        assert "Where the time goes" in page.locator("#time-panel").inner_text()
-        parted = page.locator("#parted")
-        parted.locator(".ec-pair").wait_for(timeout=30_000)
-        assert "Where the texts part." in parted.inner_text() and parted.locator(".ec-col-head").count() == 3
-        assert page.locator("#text-right .ec-text span").count() > 0
-        speeds = "".join(page.locator(f"#speed-{side}").inner_text() for side in ("left", "middle", "right"))
-        assert "finished first" in speeds and "one token per step" in speeds
-        link = page.locator("#trace a[download]")
-        link.wait_for(timeout=30_000)
-        trace = page.request.get(link.get_attribute("href")).json()
-        assert [lane["side"] for lane in trace["lanes"]] == ["left", "middle", "right"]
-        page.screenshot(path=str(shot), full_page=True)
-        # On a projector's 1366x768 screen a lane's panel, text, entropy trace and heatmap fit together, the
-        # lanes' texts side by side.
-        page.set_viewport_size({"width": 1366, "height": 768})
-        for side in ("left", "middle", "right"):
-            top, bottom = (page.locator(f"#{part}-{side}").bounding_box() for part in ("speed", "rows"))
-            assert bottom["y"] + bottom["height"] - top["y"] <= 768, side
-        texts = [page.locator(f"#text-{side}").bounding_box() for side in ("left", "middle", "right")]
-        assert texts[0]["x"] < texts[1]["x"] < texts[2]["x"] and abs(texts[0]["y"] - texts[2]["y"]) < 40
-        page.locator("#speed-left").evaluate("e => e.scrollIntoView({block: 'start'})")
-        page.screenshot(path=str(tmp_path / "lane-1366.png"))
-    assert shot.stat().st_size > 10_000
+def test_browser_runs_a_race_and_shows_text_and_both_plots(page) -> None:
+    # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
+    # the long example, and a middle lane (no cache at EntropyCache's settings) for the two factors.
+    page.locator("#preset-cache-alone").click()
+    page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0'", timeout=30_000)
+    page.locator("#preset-paper").click()
+    page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0.9'", timeout=30_000)
+    page.locator("#run-btn").click(timeout=60_000)
+    for side in ("left", "middle", "right"):
+        page.locator(f"#text-{side} .ec-text").wait_for(timeout=60_000)
+        page.locator(f"#entropy-{side} .js-plotly-plot").wait_for(timeout=60_000)
+        page.locator(f"#rows-{side} .js-plotly-plot").wait_for(timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#banner').innerText.includes('finished in')", timeout=180_000
+    )
+    banner = page.locator("#banner").inner_text()
+    assert "from parallel decoding (left to middle)" in banner and "the paper's comparison" in banner
+    assert "Where the time goes" in page.locator("#time-panel").inner_text()
+    parted = page.locator("#parted")
+    parted.locator(".ec-pair").wait_for(timeout=30_000)
+    assert "Where the texts part." in parted.inner_text() and parted.locator(".ec-col-head").count() == 3
+    assert page.locator("#text-right .ec-text span").count() > 0
+    speeds = "".join(page.locator(f"#speed-{side}").inner_text() for side in ("left", "middle", "right"))
+    assert "finished first" in speeds and "one token per step" in speeds
+    link = page.locator("#trace a[download]")
+    link.wait_for(timeout=30_000)
+    trace = page.request.get(link.get_attribute("href")).json()
+    assert [lane["side"] for lane in trace["lanes"]] == ["left", "middle", "right"]
+    assert len(page.screenshot(full_page=True)) > 10_000
+    # On a projector's 1366x768 screen a lane's panel, text, entropy trace and heatmap fit together, the
+    # lanes' texts side by side.
+    page.set_viewport_size({"width": 1366, "height": 768})
+    for side in ("left", "middle", "right"):
+        top, bottom = (page.locator(f"#{part}-{side}").bounding_box() for part in ("speed", "rows"))
+        assert bottom["y"] + bottom["height"] - top["y"] <= 768, side
+    texts = [page.locator(f"#text-{side}").bounding_box() for side in ("left", "middle", "right")]
+    assert texts[0]["x"] < texts[1]["x"] < texts[2]["x"] and abs(texts[0]["y"] - texts[2]["y"]) < 40
 
 
-def test_browser_replays_a_race_step_by_step_with_the_keyboard(browser_ready, served, tmp_path) -> None:
+def test_browser_replays_a_race_step_by_step_with_the_keyboard(page) -> None:
     from app.race.replay import Replay
     from app.race.trace_reader import read_trace
 
-    url = served.url
-    with chromium_page(url) as page:
-        page.locator("#run-btn").click(timeout=60_000)
-        link = page.locator("#trace a[download]")
-        link.wait_for(timeout=120_000)
-        replay = Replay.of(read_trace(page.request.get(link.get_attribute("href")).body()))
-        page.locator("#replay-race").click()
-        page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay loaded: frame 0')",
+    page.locator("#run-btn").click(timeout=60_000)
+    link = page.locator("#trace a[download]")
+    link.wait_for(timeout=120_000)
+    replay = Replay.of(read_trace(page.request.get(link.get_attribute("href")).body()))
+    page.locator("#replay-race").click()
+    page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay loaded: frame 0')",
+                           timeout=30_000)
+    for n in (1, 2, 3, 4, 5):  # right arrow: one frame forward
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"document.querySelector('#banner').innerText.includes('frame {n} of')",
                                timeout=30_000)
-        for n in (1, 2, 3, 4, 5):  # right arrow: one frame forward
-            page.keyboard.press("ArrowRight")
-            page.wait_for_function(f"document.querySelector('#banner').innerText.includes('frame {n} of')",
-                                   timeout=30_000)
-        page.keyboard.press("ArrowLeft")
-        page.wait_for_function("document.querySelector('#banner').innerText.includes('frame 4 of')", timeout=30_000)
-        for lane, count in zip(replay.trace.lanes, replay.counts(4)):
-            text = page.locator(f"#text-{lane.side}").inner_text()
-            story = page.locator(f"#story-{lane.side}").inner_text()
-            if count:
-                assert f"step {count - 1}: prompt rows recomputed" in text and f"Step {count - 1} (block 0)" in story
-            else:
-                assert "No step yet" in story
-        page.get_by_label("100x").check()
-        page.keyboard.press(" ")  # space: play
-        page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay playing at 100x')",
-                               timeout=30_000)
-        page.keyboard.press(" ")  # space: pause
-        page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay paused')", timeout=30_000)
-        page.wait_for_timeout(1_000)  # anything a late frame would still draw
-        banner = page.locator("#banner").inner_text()
-        n = int(re.search(r"Replay paused: frame (\d+) of", banner).group(1))
-        assert "playing" not in banner
-        for lane, count in zip(replay.trace.lanes, replay.counts(n)):  # the screen shows the frame it names
-            if count:
-                assert f"step {count - 1}: prompt rows recomputed" in page.locator(f"#text-{lane.side}").inner_text()
-        page.screenshot(path=str(tmp_path / "replay.png"), full_page=True)
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("document.querySelector('#banner').innerText.includes('frame 4 of')", timeout=30_000)
+    for lane, count in zip(replay.trace.lanes, replay.counts(4)):
+        text = page.locator(f"#text-{lane.side}").inner_text()
+        story = page.locator(f"#story-{lane.side}").inner_text()
+        if count:
+            assert f"step {count - 1}: prompt rows recomputed" in text and f"Step {count - 1} (block 0)" in story
+        else:
+            assert "No step yet" in story
+    page.get_by_label("100x").check()
+    page.keyboard.press(" ")  # space: play
+    page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay playing at 100x')",
+                           timeout=30_000)
+    page.keyboard.press(" ")  # space: pause
+    page.wait_for_function("document.querySelector('#banner').innerText.includes('Replay paused')", timeout=30_000)
+    page.wait_for_timeout(1_000)  # anything a late frame would still draw
+    banner = page.locator("#banner").inner_text()
+    n = int(re.search(r"Replay paused: frame (\d+) of", banner).group(1))
+    assert "playing" not in banner
+    for lane, count in zip(replay.trace.lanes, replay.counts(n)):  # the screen shows the frame it names
+        if count:
+            assert f"step {count - 1}: prompt rows recomputed" in page.locator(f"#text-{lane.side}").inner_text()
 
 
-def test_browser_runs_diagnostics_and_explains_a_chosen_step(browser_ready, served, tmp_path) -> None:
-    url = served.url
-    shot = tmp_path / "drift.png"
-    with chromium_page(url) as page:
-        page.get_by_role("tab", name="Drift").click(timeout=60_000)
-        page.locator("#drift-run-btn").click(timeout=60_000)
-        for part in ("scatter", "heatmap", "volatility"):
-            page.locator(f"#drift-{part} .js-plotly-plot").wait_for(timeout=60_000)
-        page.wait_for_function(
-            "document.querySelector('#drift-banner').innerText.includes('Done')", timeout=120_000
-        )
-        # the scatter covers every step: its x axis reaches the largest entropy plotted, and tau's line is in it
-        top, largest, tau_lines = page.locator("#drift-scatter .js-plotly-plot").evaluate(
-            "gd => [gd.layout.xaxis.range[1], Math.max(...gd.data.flatMap(t => t.x)), (gd.layout.shapes || []).length]")
-        assert top >= largest > 1.0 and tau_lines == 1  # the default story decodes steps above tau 1
-        page.wait_for_function(
-            "document.querySelector('#drift-explain').innerText.includes('This was the last step')",
-            timeout=30_000,
-        )
-        number = page.locator("#drift-step input[type=number]")
-        number.fill("3")
-        number.press("Enter")
-        page.wait_for_function(
-            "document.querySelector('#drift-explain').innerText.includes('Step 3 (block 0)')", timeout=30_000
-        )
-        page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 10_000
+def test_browser_runs_diagnostics_and_explains_a_chosen_step(page) -> None:
+    page.get_by_role("tab", name="Drift").click(timeout=60_000)
+    page.locator("#drift-run-btn").click(timeout=60_000)
+    for part in ("scatter", "heatmap", "volatility"):
+        page.locator(f"#drift-{part} .js-plotly-plot").wait_for(timeout=60_000)
+    page.wait_for_function(
+        "document.querySelector('#drift-banner').innerText.includes('Done')", timeout=120_000
+    )
+    # the scatter covers every step: its x axis reaches the largest entropy plotted, and tau's line is in it
+    top, largest, tau_lines = page.locator("#drift-scatter .js-plotly-plot").evaluate(
+        "gd => [gd.layout.xaxis.range[1], Math.max(...gd.data.flatMap(t => t.x)), (gd.layout.shapes || []).length]")
+    assert top >= largest > 1.0 and tau_lines == 1  # the default story decodes steps above tau 1
+    page.wait_for_function(
+        "document.querySelector('#drift-explain').innerText.includes('This was the last step')",
+        timeout=30_000,
+    )
+    number = page.locator("#drift-step input[type=number]")
+    number.fill("3")
+    number.press("Enter")
+    page.wait_for_function(
+        "document.querySelector('#drift-explain').innerText.includes('Step 3 (block 0)')", timeout=30_000
+    )
+    assert len(page.screenshot(full_page=True)) > 10_000
 
 
-def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_loads_its_settings(
-        browser_ready, served, tmp_path) -> None:
+def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_loads_its_settings(page) -> None:
     """Three prompts pasted, one per line, a 2-tau sweep at gen length 32: the point of tau 12 (full steps only
     where a block starts) shows each prompt's two texts side by side, a difference marked."""
-    url = served.url
-    shot = tmp_path / "sweep.png"
     stories = [item.prompt for item in held_out("stories", 3)]
-    with chromium_page(url) as page:
-        page.get_by_role("tab", name="Sweep").click(timeout=60_000)
-        page.locator("#sweep-prompts textarea").fill("hello there")
-        page.locator("#sweep-run-btn").click(timeout=60_000)
-        page.wait_for_function("document.querySelector('#sweep-banner').innerText.includes('held-out sets')",
-                               timeout=60_000)
-        assert "example prompts" not in page.locator("#sweep-banner").inner_text()  # this tab has none
-        page.locator("#sweep-prompts textarea").fill("\n".join(stories))  # typing prompts picks "your prompts"
-        page.wait_for_function("document.querySelector('#sweep-task input[value=\"your prompts\"]').checked",
-                               timeout=30_000)
-        page.locator("#sweep-taus textarea").fill("0.5, 12")
-        page.locator("#sweep-ks textarea").fill("2")
-        page.locator("#sweep-decoding").get_by_text("Decoding").click()
-        for key in ("gen_len", "block_len"):
-            number = page.locator(f"#sweep-ctl-{key} input[type=number]")
-            number.fill("32" if key == "gen_len" else "16")
-            number.press("Enter")
-        page.locator("#sweep-run-btn").click(timeout=60_000)
-        page.locator("#sweep-progress").wait_for(timeout=60_000)  # the progress bar shows while it runs
-        page.wait_for_function(
-            "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 3 prompts')", timeout=180_000
-        )
-        assert "--prompts prompts.txt" in page.locator("#sweep-banner").inner_text()
-        # asked for accuracy, the plot draws agreement (your prompts have no right answers): the radio says so
-        page.wait_for_function("document.querySelector('#sweep-metric input[value=\"agreement\"]').checked",
-                               timeout=30_000)
-        points = page.locator("#sweep-pareto .scatterlayer .trace").first.locator("path.point")
-        points.nth(1).wait_for(timeout=30_000)
-        assert points.count() == 2
-        points.nth(1).scroll_into_view_if_needed()
-        box = points.nth(1).bounding_box()  # tau 12, k 2
-        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.locator("#sweep-point .ec-diff").first.wait_for(timeout=30_000)
-        cards = page.locator("#sweep-point .ec-prompt")
-        assert cards.count() == 3 and "tau 12, k 2" in page.locator("#sweep-loaded").inner_text()
-        for card, prompt in zip(cards.all(), stories):
-            assert prompt in card.inner_text() and card.locator(".ec-pair .ec-text").count() == 2  # side by side
-        assert page.locator("#sweep-point .ec-parted").count() >= 1
-        assert page.locator("#sweep-downloads a[download]").count() == 4  # points, texts, JSON, your prompts
-        page.locator("#sweep-higher").click()  # tau 12 is the highest: said, not a silent click
-        page.wait_for_function("document.querySelector('#sweep-loaded').innerText.includes('No higher tau at k 2')",
-                               timeout=30_000)
-        page.screenshot(path=str(shot), full_page=True)
-        page.get_by_role("tab", name="Race").click()
-        assert page.locator("#ctl-tau input[type=number]").input_value() == "12"
-        assert page.locator("#ctl-k input[type=number]").input_value() == "2"
-    assert shot.stat().st_size > 10_000
+    page.get_by_role("tab", name="Sweep").click(timeout=60_000)
+    page.locator("#sweep-prompts textarea").fill("hello there")
+    page.locator("#sweep-run-btn").click(timeout=60_000)
+    page.wait_for_function("document.querySelector('#sweep-banner').innerText.includes('held-out sets')",
+                           timeout=60_000)
+    assert "example prompts" not in page.locator("#sweep-banner").inner_text()  # this tab has none
+    page.locator("#sweep-prompts textarea").fill("\n".join(stories))  # typing prompts picks "your prompts"
+    page.wait_for_function("document.querySelector('#sweep-task input[value=\"your prompts\"]').checked",
+                           timeout=30_000)
+    page.locator("#sweep-taus textarea").fill("0.5, 12")
+    page.locator("#sweep-ks textarea").fill("2")
+    page.locator("#sweep-decoding").get_by_text("Decoding").click()
+    for key in ("gen_len", "block_len"):
+        number = page.locator(f"#sweep-ctl-{key} input[type=number]")
+        number.fill("32" if key == "gen_len" else "16")
+        number.press("Enter")
+    page.locator("#sweep-run-btn").click(timeout=60_000)
+    page.locator("#sweep-progress").wait_for(timeout=60_000)  # the progress bar shows while it runs
+    page.wait_for_function(
+        "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 3 prompts')", timeout=180_000
+    )
+    assert "--prompts prompts.txt" in page.locator("#sweep-banner").inner_text()
+    # asked for accuracy, the plot draws agreement (your prompts have no right answers): the radio says so
+    page.wait_for_function("document.querySelector('#sweep-metric input[value=\"agreement\"]').checked",
+                           timeout=30_000)
+    points = page.locator("#sweep-pareto .scatterlayer .trace").first.locator("path.point")
+    points.nth(1).wait_for(timeout=30_000)
+    assert points.count() == 2
+    points.nth(1).scroll_into_view_if_needed()
+    box = points.nth(1).bounding_box()  # tau 12, k 2
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.locator("#sweep-point .ec-diff").first.wait_for(timeout=30_000)
+    cards = page.locator("#sweep-point .ec-prompt")
+    assert cards.count() == 3 and "tau 12, k 2" in page.locator("#sweep-loaded").inner_text()
+    for card, prompt in zip(cards.all(), stories):
+        assert prompt in card.inner_text() and card.locator(".ec-pair .ec-text").count() == 2  # side by side
+    assert page.locator("#sweep-point .ec-parted").count() >= 1
+    assert page.locator("#sweep-downloads a[download]").count() == 4  # points, texts, JSON, your prompts
+    page.locator("#sweep-higher").click()  # tau 12 is the highest: said, not a silent click
+    page.wait_for_function("document.querySelector('#sweep-loaded').innerText.includes('No higher tau at k 2')",
+                           timeout=30_000)
+    assert len(page.screenshot(full_page=True)) > 10_000
+    page.get_by_role("tab", name="Race").click()
+    assert page.locator("#ctl-tau input[type=number]").input_value() == "12"
+    assert page.locator("#ctl-k input[type=number]").input_value() == "2"
 
 
 def load_entry():

@@ -10,7 +10,7 @@ from tiny_models import save_word_problems_model, tiny_model
 from core.decoder import DecodeConfig, decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
-from evaluation.bench import Contender, contenders_from, format_table, run_bench
+from evaluation.bench import Contender, bench_progress, bench_rows, contenders_from, format_table
 from evaluation.tasks import held_out, is_correct, own_items
 from evaluation.tasks.word_problems import make_split
 
@@ -40,7 +40,7 @@ def test_rows_and_reference_semantics(saved):
     problems = held_out("words", 3)
     contenders = [Contender("none", {}), Contender("entropy", {"tau": -math.inf, "k": 2}), Contender("dual", {})]
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
-    rows = run_bench(model, tok, problems, contenders, config, warmup=0, progress=False)
+    rows = bench_rows(bench_progress(model, tok, problems, contenders, config, warmup=0), bar=False)
     assert [r["policy"] for r in rows] == ["none", "entropy", "dual"]
     for r in rows:
         assert FIELDS <= set(r) and r["n"] == 3
@@ -220,8 +220,8 @@ def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
     points = sweep(model, tok, problems, [0.1, 2.0], [1, 2], config)
     assert [p["label"] for p in points] == ["none"] + [
         f"entropy(tau={t}, k={k})" for t in (0.1, 2.0) for k in (1, 2)]
-    direct = run_bench(model, tok, problems, [Contender("none", {}), Contender("entropy", {"tau": 2.0, "k": 1})],
-                       config, warmup=0, progress=False)
+    contenders = [Contender("none", {}), Contender("entropy", {"tau": 2.0, "k": 1})]
+    direct = bench_rows(bench_progress(model, tok, problems, contenders, config, warmup=0), bar=False)
     exact = ("accuracy", "agreement", "rows_fraction", "full_steps_fraction", "steps")
     assert {k: points[3][k] for k in exact} == {k: direct[1][k] for k in exact}
     # Followed decode by decode (1 warm-up + 2 problems, 5 contenders each): rows appear as problems
@@ -248,7 +248,7 @@ def test_every_row_keeps_what_each_prompt_decoded_and_its_measures(saved):
     problems = held_out("words", 3)
     config = DecodeConfig(gen_len=16, block_len=8)
     contenders = [Contender("none", {}), Contender("entropy", {"tau": 12.0, "k": 1})]
-    none, cached = run_bench(model, tok, problems, contenders, config, warmup=0, progress=False)
+    none, cached = bench_rows(bench_progress(model, tok, problems, contenders, config, warmup=0), bar=False)
     for row in (none, cached):
         assert [p["prompt"] for p in row["per_prompt"]] == [item.prompt for item in problems]
         for item, p in zip(problems, row["per_prompt"]):
@@ -286,8 +286,9 @@ def test_cli_bench_decodes_your_prompts_file_one_prompt_a_line(saved, tmp_path):
     assert [r["accuracy"] for r in rows] == [None, None] and "shots" not in rows[0]  # no known answers
     assert [p["prompt"] for p in rows[1]["per_prompt"]] == lines and rows[1]["n"] == 2
     model, tok = load_model(saved)
-    direct = run_bench(model, tok, own_items(lines), [Contender("none", {}), Contender("entropy", {"tau": 0.5})],
-                       DecodeConfig(gen_len=16, block_len=8), progress=False)
+    contenders = [Contender("none", {}), Contender("entropy", {"tau": 0.5})]
+    direct = bench_rows(bench_progress(model, tok, own_items(lines), contenders, DecodeConfig(gen_len=16, block_len=8)),
+                        bar=False)
     assert [r["per_prompt"] for r in rows] == [r["per_prompt"] for r in direct]
     header, _, *table = res.stdout.splitlines()
     assert "1st div" in header and all(line.split("|")[1].strip() == "-" for line in table)  # acc: none
@@ -358,7 +359,7 @@ def test_entropy_columns_and_the_split_of_full_steps(saved):
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
     contenders = [Contender("none", {}), Contender("entropy", {"tau": math.inf, "k": 2}),
                   Contender("entropy", {"tau": 0.0, "k": 2})]
-    none, never, always = run_bench(model, tok, items, contenders, config, warmup=0, progress=False)
+    none, never, always = bench_rows(bench_progress(model, tok, items, contenders, config, warmup=0), bar=False)
     assert none["full_steps_forced"] == never["full_steps_forced"] == 2 / 16  # two blocks, 16 steps
     assert none["full_steps_entropy"] is None and never["full_steps_entropy"] == 0.0  # none: no entropy to decide by
     assert never["full_steps_fraction"] == 2 / 16
@@ -378,7 +379,7 @@ def test_per_layer_rows_decision_time_and_prompt_length_columns(saved):
     items = held_out("words", 2)
     config = DecodeConfig(gen_len=16, block_len=8, stop_at_eos=False)
     contenders = [Contender("none", {}), Contender("dllm-cache", {"prompt_every": 50, "response_every": 50})]
-    none, dllm = run_bench(model, tok, items, contenders, config, warmup=0, progress=False)
+    none, dllm = bench_rows(bench_progress(model, tok, items, contenders, config, warmup=0), bar=False)
     assert none["layer_rows_fraction"] == [1.0] * model.config.n_layers
     assert dllm["layer_rows_fraction"][0] == 1.0 and max(dllm["layer_rows_fraction"][1:]) < 1.0
     for row in (none, dllm):
@@ -404,8 +405,8 @@ def test_a_shot_list_runs_one_bench_per_context_length(saved, tmp_path):
 def test_a_threshold_run_adds_the_vanilla_decoder(saved):
     model, tok = load_model(saved)
     config = DecodeConfig(gen_len=16, block_len=8, threshold=0.3, stop_at_eos=False)
-    rows = run_bench(model, tok, held_out("words", 2), [Contender("none", {}), Contender("dual", {})], config,
-                     warmup=0, progress=False)
+    contenders = [Contender("none", {}), Contender("dual", {})]
+    rows = bench_rows(bench_progress(model, tok, held_out("words", 2), contenders, config, warmup=0), bar=False)
     assert [r["label"] for r in rows] == ["none", "dual", "none (one token per step)"]
     vanilla = rows[-1]
     assert vanilla["steps"] == 2 * 16 and vanilla["full_steps_fraction"] == 1.0  # 16 one-token steps a prompt
@@ -461,13 +462,14 @@ def test_story_rows_say_how_many_events_repeat_an_earlier_one():
     model, tok = load_model("embedded")
     items = held_out("mix", 3)  # a word problem, a story, a word problem
     config = DecodeConfig(gen_len=64, block_len=32)
-    rows = run_bench(model, tok, items, [Contender("none", {})], config, warmup=0, progress=False)
+    rows = bench_rows(bench_progress(model, tok, items, [Contender("none", {})], config, warmup=0), bar=False)
     story = items[1]
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
     repeated, events = stories.repeated_events(answer)
     assert events > 0 and rows[0]["repeat_share"] == repeated / events
     assert "repeats" in format_table(rows)
-    words = run_bench(model, tok, held_out("words", 1), [Contender("none", {})], config, warmup=0, progress=False)
+    words = bench_rows(bench_progress(model, tok, held_out("words", 1), [Contender("none", {})], config, warmup=0),
+                       bar=False)
     assert words[0]["repeat_share"] is None and "repeats" not in format_table(words)
 
 

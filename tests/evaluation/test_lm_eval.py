@@ -20,7 +20,7 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 
 from core.decoder import DecodeConfig  # noqa: E402
 from core.loading import chat_prompt_ids, load_model  # noqa: E402
-from evaluation.bench import Contender, run_bench  # noqa: E402
+from evaluation.bench import Contender, bench_progress, bench_rows  # noqa: E402
 from evaluation.cli import main  # noqa: E402
 from evaluation.lm_eval_model import EntropyCacheLM, cut_at_stop, parse_model_args, render_chat  # noqa: E402
 from evaluation.lm_eval_ranks import Launch, cpu_threads  # noqa: E402
@@ -57,8 +57,9 @@ def test_lm_eval_scores_what_our_bench_scores_on_the_same_prompts(tmp_path, shot
 
     model, tokenizer = load_model()
     items = held_out("words", n, shots)
-    rows = run_bench(model, tokenizer, items, [Contender("none", {}), Contender("entropy", {"tau": 0.5, "k": 2})],
-                     DecodeConfig(**GEN), warmup=0, progress=False)  # timings unread: no warm-up needed
+    contenders = [Contender("none", {}), Contender("entropy", {"tau": 0.5, "k": 2})]
+    rows = bench_rows(bench_progress(model, tokenizer, items, contenders, DecodeConfig(**GEN), warmup=0),
+                      bar=False)  # timings unread: no warm-up needed
     assert exact["results"][task][METRIC] == rows[0]["accuracy"]
     assert ours["results"][task][METRIC] == rows[1]["accuracy"]
     # The prompts lm-eval built are the bench's, token for token.
