@@ -9,7 +9,7 @@ a ValueError whose message names the control and what it allows. No gradio here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.decoder import DecodeConfig
 from core.policies import POLICIES, Param
@@ -109,6 +109,8 @@ def decode_config(values: dict[str, int | float], graphs: str = "auto") -> Decod
         )
     settings = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
     try:
-        return DecodeConfig(**settings, graphs=graphs)
+        config = DecodeConfig(**settings, graphs=graphs)
     except ValueError as e:
         raise ValueError(f"These controls do not fit together: {e}.") from None
+    # As many steps as tokens unmasks one token a step: the decode without steps, raced and named as it.
+    return replace(config, steps=None) if config.steps == config.gen_len else config
