@@ -128,14 +128,17 @@ StepHook = Callable[[torch.Tensor, KVCache, StepContext], dict]
 
 
 class _Step(NamedTuple):
-    """What one step computed, before the loop adds the tokens, totals and flags of its event."""
+    """What one step computed, as the StepEvent fields it fills; the loop adds the response, the
+    totals and the flags."""
 
     reason: str  # the plan's, with what its layer hook found during the forward
-    rows: list[int] | None  # None: every row at every layer
-    layer_rows: list[int]  # rows computed at each layer
-    unmasked: tuple[int, ...]
-    tokens: list[int]
-    entropies: tuple[float, ...]
+    full: bool  # every row at every layer
+    rows: list[int]
+    layer_rows: list[int]
+    unmasked: list[int]
+    unmasked_tokens: list[int]
+    entropies: list[float]
+    max_entropy: float
     confidences: list[float]
     compute_s: float
     forward_s: float
@@ -187,12 +190,12 @@ def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, 
             n_transfer = None if config.threshold is not None else schedule[block_step]
             with gc_paused():  # a collection's cost is the whole process's, not the step's (core/device.py)
                 result = _step(model, passes, ctx, policy, n_transfer, config)
-            for pos, token in zip(result.unmasked, result.tokens):
+            for pos, token in zip(result.unmasked, result.unmasked_tokens):
                 sequence[pos] = token
             decode_order.extend(result.unmasked)
             done = config.stop_at_eos and _finish_at_eos(sequence, passes.tokens, p, mask_id, eos)
             response = sequence[p:]
-            totals += Totals(1, int(result.rows is None), sum(result.layer_rows), length * cfg.n_layers,
+            totals += Totals(1, int(result.full), sum(result.layer_rows), length * cfg.n_layers,
                              result.compute_s, result.decision_s, capture_s=result.capture_s)
             totals.tokens = _n_generated(response, mask_id, eos)
             yield StepEvent(
@@ -200,23 +203,10 @@ def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, 
                 block=block,
                 prompt_len=p,
                 tokens=response,
-                unmasked=list(result.unmasked),
-                unmasked_tokens=result.tokens,
-                entropies=list(result.entropies),
-                confidences=result.confidences,
-                max_entropy=max(result.entropies, default=0.0),
-                full=result.rows is None,
-                reason=result.reason,
-                rows=list(range(length)) if result.rows is None else result.rows,
-                layer_rows=result.layer_rows,
-                compute_s=result.compute_s,
-                forward_s=result.forward_s,
-                choice_s=result.choice_s,
-                decision_s=result.decision_s,
-                capture_s=result.capture_s,
                 totals=replace(totals),
                 done=done or (block == n_blocks - 1 and mask_id not in response),
                 block_done=mask_id not in response[start - p : end - p],
+                **result._asdict(),
                 **measured,
             )
             step += 1
@@ -294,9 +284,10 @@ def _step(
     # choice: sampling, writing and reading back the tokens, and the step's bookkeeping.
     forward_s = min(max(0.0, forward.seconds - capture_s - signal_s), compute_s - decision_s)
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
-    return _Step(reason, rows, layer_rows, unmasked, [int(tokens[i]) for i in slots], entropies,
-                 [confidences[i] for i in slots], compute_s, forward_s, compute_s - forward_s - decision_s,
-                 decision_s, capture_s)
+    every_row = list(range(ctx.length)) if rows is None else rows
+    return _Step(reason, rows is None, every_row, layer_rows, list(unmasked), [int(tokens[i]) for i in slots],
+                 list(entropies), max(entropies, default=0.0), [confidences[i] for i in slots], compute_s,
+                 forward_s, compute_s - forward_s - decision_s, decision_s, capture_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
