@@ -284,10 +284,11 @@ def _step(
     # choice: sampling, writing and reading back the tokens, and the step's bookkeeping.
     forward_s = min(max(0.0, forward.seconds - capture_s - signal_s), compute_s - decision_s)
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
-    every_row = list(range(ctx.length)) if rows is None else rows
-    return _Step(reason, rows is None, every_row, layer_rows, list(unmasked), [int(tokens[i]) for i in slots],
-                 list(entropies), max(entropies, default=0.0), [confidences[i] for i in slots], compute_s,
-                 forward_s, compute_s - forward_s - decision_s, decision_s, capture_s)
+    return _Step(reason=reason, full=rows is None, rows=list(range(ctx.length)) if rows is None else rows,
+                 layer_rows=layer_rows, unmasked=list(unmasked), unmasked_tokens=[int(tokens[i]) for i in slots],
+                 entropies=list(entropies), max_entropy=max(entropies, default=0.0),
+                 confidences=[confidences[i] for i in slots], compute_s=compute_s, forward_s=forward_s,
+                 choice_s=compute_s - forward_s - decision_s, decision_s=decision_s, capture_s=capture_s)
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
