@@ -124,14 +124,15 @@ class Comparison:
         return self.right.gain, cache
 
 
-def speedup(base: Lane, ours: Lane) -> float | None:
+def speedup(base: Lane, ours: Lane, finished: bool) -> float | None:
     """How much faster `ours` decodes than `base`, as measured.
 
-    While running: the ratio of their decode rates (positions unmasked per compute second), the only
-    comparison that is fair before both are done. Once both are done: the ratio of their total
-    compute times, i.e. time to finish.
+    While the race runs (`finished` false): the ratio of their decode rates (positions unmasked per
+    compute second), the only comparison that is fair before every lane is done. Once it is finished:
+    the ratio of their total compute times, i.e. time to finish. One measure for every ratio of a
+    race at a time, so that its factors multiply to its total.
     """
-    if base.done and ours.done:
+    if finished:
         return base.clock / ours.clock if ours.clock > 0 else None
     if not (base.clock and ours.clock and base.decoded and ours.decoded):
         return None
@@ -140,7 +141,8 @@ def speedup(base: Lane, ours: Lane) -> float | None:
 
 def factors(lanes: Sequence[Lane]) -> tuple[float | None, float | None] | None:
     """With three lanes: the left-to-middle and middle-to-right speedups, each between the two lanes
-    it names. Once all three are done their product is the total: ratios of clocks multiply."""
+    it names, measured as the total is (speedup), so that their product is the total."""
     if len(lanes) < 3:
         return None
-    return speedup(lanes[0], lanes[1]), speedup(lanes[1], lanes[2])
+    finished = all(lane.done for lane in lanes)
+    return speedup(lanes[0], lanes[1], finished), speedup(lanes[1], lanes[2], finished)

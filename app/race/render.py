@@ -146,6 +146,7 @@ class RaceRenderer(Renderer):
         lay = self.layout
         texts = tuple(answer_text(self.tokenizer, lane.last) for lane in snap.lanes)
         data = trace_dict(self.run.settings, self.prompt_ids, snap.lanes, lay.labels, texts,
-                          speedup(snap.lanes[0], snap.lanes[-1]), TraceModel.of(lay, *snap.lanes), snap.floor_s)
+                          speedup(snap.lanes[0], snap.lanes[-1], finished=True), TraceModel.of(lay, *snap.lanes),
+                          snap.floor_s)
         return Final(texts, parted_html(snap.lanes, lay.labels, lay.text), summary_rows(snap.lanes, lay.labels),
                      write_trace(data, self.trace_dir))

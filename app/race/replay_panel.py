@@ -107,10 +107,11 @@ def check_pace(pace: object) -> str:
 def replay_banner(snap: Snapshot, comparison: Comparison, message: str) -> str:
     """Where the replay is, the speedup measured up to the frame on screen, and which comparison it is."""
     base, ours = snap.lanes[0], snap.lanes[-1]
-    s = speedup(base, ours)
+    done = all(lane.done for lane in snap.lanes)
+    s = speedup(base, ours, done)
     if s is None:
         ratio = ""
-    elif all(lane.done for lane in snap.lanes):
+    elif done:
         ratio = f" EntropyCache finished: <b>{s:.2f}x</b> speedup (measured)."
     else:
         ratio = f" Speedup so far: <b>{s:.2f}x</b> (decode rate, measured compute time)."

@@ -46,8 +46,8 @@ def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = ""
     cost the race (Snapshot.graphs_s), said apart because it is on no lane's clock; `graphs_failed`:
     why capturing them failed, if it did (Snapshot.graphs_failed)."""
     base, ours = lanes[0], lanes[-1]
-    s = speedup(base, ours)
     done = all(lane.done for lane in lanes)
+    s = speedup(base, ours, done)
     if s is None:
         text = "Decoding..." if any(lane.events for lane in lanes) else "Starting..."
     elif done:

@@ -17,7 +17,7 @@ from app.client import named
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import CACHE_ALONE, PAPER, PRESETS
 from app.controls.run import RawRun, check_run
-from app.race.comparison import Comparison, LaneLabel
+from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.race.panels import OUTPUT_NAMES, build_race_panels
 from app.race.parted import parted_html
@@ -217,6 +217,20 @@ def test_the_handler_races_vanilla_in_three_lanes_and_shows_the_middle_one(regis
     shown = [out[panels.middle].visible for out in outs if panels.middle in out]
     assert shown and all(shown)
     assert "finished" in outs[-1][panels.status] and outs[-1][panels.lanes["middle"].final]
+
+
+def test_a_races_factors_multiply_to_its_speedup_while_it_runs_and_once_it_is_done() -> None:
+    """Middle and right done, left still decoding: every ratio is one of decode rates (positions a compute
+    second), not a finish-time ratio beside two rate ratios; once all are done, every ratio is of clocks."""
+    def lane(decoded: int, clock: float, done: bool) -> Lane:
+        return Lane("none", [step_event(unmasked=list(range(decoded)))], clock, done)
+
+    left, middle, right = lane(100, 10.0, False), lane(60, 1.0, True), lane(50, 0.5, True)
+    first, second = factors((left, middle, right))
+    assert first == 6.0 and second == pytest.approx(100 / 60)  # 10, 60 and 100 positions a second
+    assert first * second == pytest.approx(speedup(left, right, finished=False)) == pytest.approx(10.0)
+    left.done = True
+    assert factors((left, middle, right)) == (10.0, 2.0) and speedup(left, right, finished=True) == 20.0
 
 
 def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
