@@ -32,7 +32,7 @@ class Lane:
     events: list[StepEvent] = field(default_factory=list)
     clock: float = 0.0  # summed compute_s of the steps taken so far
     done: bool = False
-    finish_rank: int | None = None  # 1 for the lane that finished first
+    finish_rank: int | None = None  # 1 for the lane that finished first on the shared clock, once that is sure
 
     @property
     def last(self) -> StepEvent | None:
@@ -84,16 +84,13 @@ def race(
         raise ValueError("one name per decoder, at least one decoder")
     lanes = [Lane(name) for name in names]
     throttle = Throttle(throttle_s, wall_clock)
-    finished_order = 0
     try:
         while not all(lane.done for lane in lanes):
             if should_stop():
                 return
             i = min((j for j, lane in enumerate(lanes) if not lane.done), key=lambda j: lanes[j].clock)
             just_finished = _advance(lanes[i], decoders[i])
-            if just_finished:
-                finished_order += 1
-                lanes[i].finish_rank = finished_order
+            _rank_finishes(lanes)
             end = all(lane.done for lane in lanes)
             if just_finished or end or throttle.due():
                 throttle.handing_over()
@@ -102,6 +99,17 @@ def race(
     finally:
         for d in decoders:
             close(d)
+
+
+def _rank_finishes(lanes: list[Lane]) -> None:
+    """Rank the finished lanes by their clocks, the order they finish in on the shared clock, where that
+    is sure: a finished lane no running lane can still beat, as every running lane's clock is already
+    at or past its own. (The order lanes take their last steps in is not it: a lane behind by less than
+    its last step's cost takes its last step first and can finish later.)"""
+    running = min((lane.clock for lane in lanes if not lane.done), default=float("inf"))
+    finished = sorted((lane for lane in lanes if lane.done and lane.clock <= running), key=lambda lane: lane.clock)
+    for rank, lane in enumerate(finished, 1):
+        lane.finish_rank = rank
 
 
 def _advance(lane: Lane, decoder: Iterator[StepEvent]) -> bool:
