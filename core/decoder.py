@@ -100,6 +100,17 @@ class DecodeConfig:
         return replace(self, steps=None, threshold=None)
 
     @property
+    def parallel(self) -> bool:
+        """A step may unmask more than one token: a threshold below 1, or fewer steps than tokens, in blocks
+        of more than one token. (A threshold of 1 unmasks only the most confident token: no confidence is
+        above 1.)"""
+        if self.block_len == 1:
+            return False
+        if self.threshold is not None:
+            return self.threshold < 1
+        return self.steps is not None and self.steps < self.gen_len
+
+    @property
     def steps_per_block(self) -> int:
         return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
 

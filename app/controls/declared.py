@@ -9,7 +9,7 @@ a ValueError whose message names the control and what it allows. No gradio here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from core.decoder import DecodeConfig
 from core.policies import POLICIES, Param
@@ -112,5 +112,6 @@ def decode_config(values: dict[str, int | float], graphs: str = "auto") -> Decod
         config = DecodeConfig(**settings, graphs=graphs)
     except ValueError as e:
         raise ValueError(f"These controls do not fit together: {e}.") from None
-    # As many steps as tokens unmasks one token a step: the decode without steps, raced and named as it.
-    return replace(config, steps=None) if config.steps == config.gen_len else config
+    # A schedule that unmasks one token a step (as many steps as tokens, a threshold of 1, blocks of one
+    # token) is that decode, raced and named as it.
+    return config if config.parallel else config.one_token_per_step()

@@ -120,6 +120,23 @@ def test_threshold_unmasks_several_tokens_per_step():
     assert len(parallel) < 16 and sum(len(e.unmasked) for e in parallel) == 16
 
 
+@pytest.mark.parametrize(
+    ("cfg", "parallel"),
+    [
+        (dict(), False),
+        (dict(steps=16), False),  # as many steps as tokens
+        (dict(threshold=1.0), False),  # no confidence is above 1: the most confident token alone
+        (dict(block_len=1, threshold=0.05), False),  # a block of one token is one step
+        (dict(steps=8), True),
+        (dict(threshold=0.05), True),
+    ],
+)
+def test_a_config_is_parallel_exactly_when_some_step_unmasks_several_tokens(cfg, parallel):
+    config = DecodeConfig(**{"gen_len": 16, "block_len": 16, "stop_at_eos": False, **cfg})
+    events = list(decode(tiny_model(), PROMPT, make_policy("none"), config))
+    assert config.parallel == parallel == any(len(e.unmasked) > 1 for e in events)
+
+
 def test_stops_at_end_of_text_and_fills_the_rest():
     model = tiny_model()
     free = generate(model, PROMPT, make_policy("none"), DecodeConfig(gen_len=16, block_len=4, stop_at_eos=False))

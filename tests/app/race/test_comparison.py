@@ -92,9 +92,11 @@ def test_the_same_settings_race_two_lanes_the_cache_alone(registry, tmp_path) ->
     assert "EntropyCache against no cache, both at parallel decoding (threshold 0.9): the cache alone." in (
         last.banner_html)
     assert "from the cache" not in last.banner_html  # no middle lane, no factors
-    for steps in (None, 16):  # 16 steps for a gen length of 16: one token a step too, not a parallel schedule
-        run = race_run(registry, policy="vanilla", gen_len=16, block_len=8, threshold=0, steps=steps or 0)
-        assert [lane.side for lane in run.lanes] == ["left", "right"] and run.config.steps is None
+    # One token a step however it is set: no steps, as many steps as tokens, a threshold of 1, blocks of one
+    for settings in (dict(steps=0), dict(steps=16), dict(threshold=1.0), dict(block_len=1, threshold=0.5)):
+        run = race_run(registry, policy="vanilla", **{"gen_len": 16, "block_len": 8, "threshold": 0, **settings})
+        assert [lane.side for lane in run.lanes] == ["left", "right"], settings
+        assert run.config.steps is None and run.config.threshold is None
     dual = race_run(registry, policy="dual")
     words = Comparison(tuple(LaneLabel.of(lane) for lane in dual.lanes)).words()
     assert words == "EntropyCache against dual, both at one token per step"
