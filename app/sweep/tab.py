@@ -300,8 +300,9 @@ class SweepTab:
         if result is None:
             return out | {self.panels.loaded: message}
         p, c = result.params, result.params.config
-        message += (f" The sweep decoded {p.task} with gen length {c.gen_len}, block length {c.block_len}, steps "
-                    f"{c.steps or 'one token each'}, threshold {c.threshold or 0:g}.")
+        schedule = (f"parallel decoding (threshold {c.threshold:g})" if c.threshold is not None
+                    else f"{c.steps} steps" if c.steps else "one token per step")
+        message += f" The sweep decoded {p.task} with gen length {c.gen_len}, block length {c.block_len}, {schedule}."
         panels = self.panels
         return out | {panels.loaded: message, panels.plot: pareto_figure(result.rows, metric, (tau, k)),
                       panels.point: point_html(result.rows, tau, k, result.pieces, result.sep),

@@ -14,6 +14,7 @@ import io
 import json
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -289,6 +290,10 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     picked = s.pick_point(json.dumps([3.0, 2, 123]), "accuracy", result)
     assert loaded(picked, s) == [3.0, 2, 3.0, 2]
     assert "tau 3, k 2" in picked[s.panels.loaded] and picked[s.panels.result].selected == (3.0, 2)
+    assert "decoded word problems with gen length 32, block length 16, one token per step." in picked[s.panels.loaded]
+    at_threshold = replace(result, params=replace(result.params, config=replace(result.params.config, threshold=0.9)))
+    said = s.pick_point("[3.0, 2]", "accuracy", at_threshold)[s.panels.loaded]
+    assert "block length 16, parallel decoding (threshold 0.9)." in said
     assert picked[s.panels.plot].data[-1].name == "picked" and "<b>tau 3, k 2</b>" in picked[s.panels.point]
     assert status not in picked
     graded = ["graded pass" if p["correct"] else "graded fail" for p in result.rows[2]["per_prompt"]]
