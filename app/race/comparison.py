@@ -61,7 +61,7 @@ class LaneLabel:
         per_step = self.tokens_per_step
         if per_step is None:
             return "parallel decoding"
-        return f"{per_step:.3g} tokens a step" if per_step > 1 else ""
+        return f"{_decimal(per_step)} tokens a step" if per_step > 1 else ""
 
     @property
     def parallel(self) -> bool:
@@ -85,6 +85,17 @@ class LaneLabel:
             return "vanilla decoding (no cache, one token per step)"
         policy = OUR_NAME if self.side == "right" else ("no cache" if not self.cached else self.policy)
         return f"{policy}, {self.schedule}"
+
+
+def _decimal(x: float) -> str:
+    """A whole number as it is, else two decimals, or as many more as it takes not to round to a whole
+    number: 2.67, and 1.004 (256 tokens in 255 steps), never 1."""
+    if x.is_integer():
+        return f"{x:.0f}"
+    digits = 2
+    while round(x, digits).is_integer():
+        digits += 1
+    return f"{x:.{digits}f}"
 
 
 @dataclass(frozen=True)

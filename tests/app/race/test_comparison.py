@@ -111,6 +111,8 @@ def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> N
     assert Comparison(labels).words() == ("EntropyCache, 16 steps (4 tokens a step) against dual, one token per step")
     uneven = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"steps": 24})  # 64 tokens in 24 steps
     assert uneven.schedule == "24 steps (2.67 tokens a step)"
+    nearly_one = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"gen_len": 256, "block_len": 256, "steps": 255})
+    assert nearly_one.schedule == "255 steps (1.004 tokens a step)"  # not rounded to the one token it is not
     one_each = LaneLabel("left", "none", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
     assert not one_each.parallel and one_each.gain == "" and one_each.schedule == "one token per step"
     assert one_each.name == "vanilla decoding (no cache, one token per step)"
