@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from app.race.comparison import LaneLabel
 from app.race.decode import Lane
-from app.widgets.text_diff import LEGEND, diff_column
+from app.widgets.text_diff import LEGEND, diff_column, parting
 from app.widgets.text_view import TokenText
 from evaluation.bench import first_divergence, matched_positions
 
@@ -24,7 +24,7 @@ class Parting(NamedTuple):
 
     tokens: list[int]  # its answer: the tokens before its end-of-text
     agreement: float | None  # share of the left lane's answer it matches at the same positions (None: empty)
-    first: int  # where it parts from the left lane's answer (its length when the same)
+    first: int  # the tokens it shares with the left lane's answer from the start (first_divergence)
 
 
 def partings(lanes: Sequence[Lane]) -> list[Parting]:
@@ -54,10 +54,8 @@ def _said(label: LaneLabel, part: Parting, reference: list[int]) -> str:
     name = label.title
     if part.tokens == reference:
         return f"{name}: the same text as the left lane ({len(reference)} tokens)."
-    if not reference:
-        return f"{name}: a text where the left lane has none."
-    return (f"{name}: parts from the left lane's text at token {part.first} of {len(reference)}; "
-            f"agreement {part.agreement:.3f}.")
+    agreement = "" if part.agreement is None else f"; agreement {part.agreement:.3f}"
+    return f"{name}: {parting(part.first, len(reference), len(part.tokens), 'the left lane')}{agreement}."
 
 
 CSS = """

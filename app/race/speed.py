@@ -15,7 +15,7 @@ from app.race.parted import partings
 from app.widgets.banner import banner
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
-                   "tokens/s", "speedup vs left", "agreement with left", "parts from left at"]
+                   "tokens/s", "speedup vs left", "agreement with left", "parts from left at token"]
 
 
 def speed_html(lane: Lane, label: LaneLabel) -> str:
@@ -84,7 +84,7 @@ def summary_rows(lanes: Sequence[Lane], labels: Sequence[LaneLabel]) -> list[lis
         t = lane.last.totals
         ratio = base.clock / lane.clock if lane.clock else float("nan")
         agreement = "-" if i == 0 or part.agreement is None else f"{part.agreement:.3f}"
-        parted = "-" if i == 0 else ("same text" if part.tokens == parts[0].tokens else part.first)
+        parted = "-" if i == 0 else ("same text" if part.tokens == parts[0].tokens else part.first + 1)
         out.append([label.side, label.policy, label.schedule, t.steps, t.full_steps, f"{t.rows_fraction:.1%}",
                     round(lane.clock, 4), t.tokens, round(t.tokens_per_s, 1), round(ratio, 2), agreement, parted])
     return out

@@ -14,7 +14,7 @@ import html
 from collections.abc import Mapping
 
 from app.widgets.text_diff import LEGEND as DIFF_LEGEND
-from app.widgets.text_diff import diff_column
+from app.widgets.text_diff import diff_column, parting
 
 CSS = """
 .ec-point-head { font-size: 15px; margin: 4px 0 8px; }
@@ -75,7 +75,7 @@ def _card(i: int, ref: dict, ours: dict, tau: float, k: int, pieces: Mapping[int
     if ours["identical"]:
         parted = f"the same text as the exact decoder ({len(ref['tokens'])} tokens)"
     else:
-        parted = f"parts from the exact decoder's text at token {first} of {len(ref['tokens'])}"
+        parted = parting(first, len(ref["tokens"]), len(ours["tokens"]), "the exact decoder")
     forced, by_entropy = ours["full_steps_forced_at"], ours["full_steps_entropy_at"]
     full = (f"full steps: {len(by_entropy)} by entropy{_at(by_entropy)}, {len(forced)} forced{_at(forced)}, "
             f"of {ours['steps']}")

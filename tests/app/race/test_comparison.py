@@ -255,13 +255,30 @@ def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> Non
     page = parted_html(lanes, labels, text)
     said = re.sub("<[^>]+>", "", page.split('<div class="ec-legend">')[0])
     assert ("Middle: compared at EntropyCache's settings: the same text as the left lane (4 tokens). Right: "
-            "EntropyCache: parts from the left lane's text at token 2 of 4; agreement 0.750.") in said
+            "EntropyCache: parts from the left lane's text at token 3 of 4; agreement 0.750.") in said
     left, middle, right = page.split('<div class="ec-col-head">')[1:]
     marked = [re.findall(r'class="ec-tok( ec-diff)?( ec-parted)?" title="token (\d+)"', column)
               for column in (left, middle, right)]
-    assert marked[2] == [("", "", "0"), ("", "", "1"), (" ec-diff", " ec-parted", "2"), ("", "", "3"),
-                         (" ec-diff", "", "4")]  # the right lane's: where it parts, and a token the left lacks
-    assert marked[1] == [("", "", str(i)) for i in range(4)]  # the middle lane's: no difference
-    assert marked[0][2] == (" ec-diff", " ec-parted", "2")  # the left lane's, against EntropyCache's
+    assert marked[2] == [("", "", "1"), ("", "", "2"), (" ec-diff", " ec-parted", "3"), ("", "", "4"),
+                         (" ec-diff", "", "5")]  # the right lane's: where it parts, and a token the left lacks
+    assert marked[1] == [("", "", str(i)) for i in range(1, 5)]  # the middle lane's: no difference
+    assert marked[0][2] == (" ec-diff", " ec-parted", "3")  # the left lane's, against EntropyCache's
     summary = summary_rows(lanes, labels)
-    assert [row[-2:] for row in summary] == [["-", "-"], ["1.000", "same text"], ["0.750", 2]]
+    assert [row[-2:] for row in summary] == [["-", "-"], ["1.000", "same text"], ["0.750", 3]]
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ([5, 6, 7, 8, 10, 9], "the left lane's 4 tokens, then 2 more; agreement 1.000."),
+        ([5, 6, 7], "stops after the first 3 of the left lane's 4 tokens; agreement 0.750."),
+        ([], "no text, where the left lane has 4 tokens; agreement 0.000."),
+        ([9], "parts from the left lane's text at token 1 of 4; agreement 0.000."),
+    ],
+)
+def test_a_text_that_holds_the_left_lanes_whole_or_stops_inside_it_is_said_so(answer, said) -> None:
+    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    labels = (LaneLabel("left", "none", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding))
+    lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("entropy", answer))
+    text = TokenText.from_pieces({5: "a", 6: "b", 7: "c", 8: "d", 9: "x", 10: "y", 99: "<end>"}, " ", 0, [99])
+    assert f"Right: EntropyCache: {said}" in re.sub("<[^>]+>", "", parted_html(lanes, labels, text))

@@ -392,13 +392,16 @@ def test_a_picked_point_shows_each_prompts_texts_side_by_side_with_every_differe
             assert [bool(d) for d, _, _ in words] == [i >= len(other) or other[i] != t for i, t in enumerate(tokens)]
             first = ours["first_divergence"]
             flagged = [first] if not ours["identical"] and first < len(tokens) else []
-            assert [int(i) for _, f, i in words if f] == flagged
+            assert [int(i) - 1 for _, f, i in words if f] == flagged  # titled from 1
         in_text = f"{ours['agreement_in_text']:.3f} over the exact decoder's answer"
         assert f"agreement {ours['agreement']:.3f} ({in_text})" in card
         if ours["identical"]:
             assert "the same text as the exact decoder" in card
         else:
-            assert f"parts from the exact decoder's text at token {ours['first_divergence']} of" in card
+            n, m, first = len(ref["tokens"]), len(ours["tokens"]), ours["first_divergence"]
+            assert (f"the exact decoder's {n} tokens, then {m - first} more" if first == n else
+                    f"stops after the first {first} of the exact decoder's {n} tokens" if first == m else
+                    f"parts from the exact decoder's text at token {first + 1} of {n}") in card  # counted from 1
         forced, by_entropy = ours["full_steps_forced_at"], ours["full_steps_entropy_at"]
         assert f"{len(by_entropy)} by entropy" in card and f"{len(forced)} forced (steps 0, 16)" in card
         assert card.count('class="ec-step-forced"') == 2 and card.count('class="ec-step-entropy"') == len(by_entropy)
