@@ -217,7 +217,7 @@ def verdict(link: dict) -> str:
     NARROW_NATS: too narrow to say), then its size."""
     n, rho = link["n"], link["spearman"]
     if n < MIN_PAIRS or math.isnan(rho):
-        return f"cannot yet say whether it tracks ({n} steps)"
+        return f"cannot yet say whether it tracks ({n} step{'s' * (n != 1)})"
     if link["max_entropy"] < NARROW_NATS:
         return (f"cannot say whether it tracks: every entropy is below {NARROW_NATS} nats, too narrow a range "
                 f"(Spearman {round(rho, 2):+.2f} over {n} steps)")
@@ -244,7 +244,8 @@ def what_holds(found: dict, after_full: dict | None = None) -> str:
             f"recomputes move{_rho(recomputed, 'partial steps')}, and {verdict(reused)} how far the rows it reuses "
             f"from the cache move{_rho(reused, 'partial steps')}.")
     if after_full and after_full["n"] and after_full["others"] is not None:  # full_next(pairs)
-        said += (f" After the {after_full['n']} steps followed by a full step, every row moved "
+        after = "the step" if after_full["n"] == 1 else f"the {after_full['n']} steps"
+        said += (f" After {after} followed by a full step, every row moved "
                  f"{after_full['change']:.3g} on average, against {after_full['others']:.3g} after the others.")
     return said
 

@@ -104,5 +104,6 @@ class DriftRenderer:
         return banner(
             f"{state} ({html.escape(self.policy)}, probe on): step {len(events)} of at most {self.max_steps}, "
             f"{full} full. {html.escape(analysis['summary'])} <span class='ec-note'>Left out: "
-            f"{marked['tail']} steps after an end-of-text, {marked['block_start']} into a block's first step.</span>")
+            f"{marked['tail']} step{'s' * (marked['tail'] != 1)} after an end-of-text, {marked['block_start']} into "
+            "a block's first step.</span>")
 

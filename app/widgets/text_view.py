@@ -113,7 +113,8 @@ def render_text(event: StepEvent | None, text: TokenText, gen_len: int,
     spans = [_span(i, t, text, i in new, i in recomputed, confidence.get(i), i >= tail)
              for i, t in enumerate(tokens[:end])]
     if end < len(tokens):
-        spans.append(f'<span class="ec-end">[end of text, {len(tokens) - end} positions]</span>')
+        rest = len(tokens) - end
+        spans.append(f'<span class="ec-end">[end of text, {rest} position{"s" * (rest != 1)}]</span>')
     prompt_rows = sum(1 for pos in event.rows if pos < p)
     note = f'<div class="ec-step-note">step {event.step}: prompt rows recomputed {prompt_rows}/{p}</div>'
     return f'{LEGEND}{note}<div class="ec-text">{text.sep.join(spans)}</div>'

@@ -163,6 +163,7 @@ def test_links_curve_and_sentence_by_hand():
     assert verdict({**link, "spearman": 0.094}) == "shows no link to (+0.09 over 400 steps is within chance)"
     assert verdict({**link, "n": 20}) == "shows no link to (+0.34 over 20 steps is within chance)"  # 2/sqrt(20)=0.45
     assert verdict({**link, "n": 7}) == "cannot yet say whether it tracks (7 steps)"
+    assert verdict({**link, "n": 1}) == "cannot yet say whether it tracks (1 step)"
     assert verdict({**link, "spearman": 0.89, "max_entropy": 0.05}) == (
         "cannot say whether it tracks: every entropy is below 0.2 nats, too narrow a range (Spearman +0.89 over 400 "
         "steps)")
@@ -175,6 +176,8 @@ def test_links_curve_and_sentence_by_hand():
     assert what_holds(split, {"n": 12, "change": 0.0512, "others": 0.0204}).endswith(
         "move. After the 12 steps followed by a full step, every row moved 0.0512 on average, against 0.0204 after "
         "the others.")
+    assert "After the step followed by a full step, every row moved 0.0512" in what_holds(
+        split, {"n": 1, "change": 0.0512, "others": 0.0204})
     assert what_holds({**split, "reused_unmarked": {"n": 0, "spearman": math.nan, "max_entropy": 0.0},
                        "reused_all": {"n": 0}}) == (
         "Here the entropy of what a step decodes tracks how far the next step's K/V move (Spearman +0.30 over 500 "

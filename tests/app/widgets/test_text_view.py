@@ -26,7 +26,7 @@ def test_token_text_is_escaped_masks_shown_and_marks_applied() -> None:
     assert "<script>" not in out and "&lt;script&gt;&amp;" in out
     assert out.count('class="ec-mask ec-rc"') == 1  # position 3 (response index 1): masked and recomputed
     assert '<span class="ec-tok ec-new ec-rc">ok</span>' in out
-    assert "[end of text, 1 positions]" in out and "prompt rows recomputed 1/2" in out
+    assert "[end of text, 1 position]" in out and "prompt rows recomputed 1/2" in out
     assert render_text(None, text, 4).split('class="ec-text">')[1].count('class="ec-mask"') == 4
     # An end-of-text decoded while masks stand before and after it: the positions after it are the tail
     tail = dataclasses.replace(event, tokens=[5, 0, 1, 0, 6], rows=[])
