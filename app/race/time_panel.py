@@ -71,7 +71,9 @@ def _sentences(lanes: Sequence[Lane], labels: Sequence[LaneLabel], splits: Seque
     share = partial / full
     cost = (f"A partial pass here ({rows:.0f} of {length} rows) costs {share:.0%} of a full one "
             f"({_ms(partial)} against {_ms(full)})")
-    if floor_s is not None and share > 0.5:
+    if share >= 1:  # at batch 1 on a short prompt both passes may be the weights' read
+        out.append(f"{cost}: here a step that reuses the cache saves nothing.")
+    elif floor_s is not None and share > 0.5:
         out.append(f"{cost}: at batch 1 both read every weight, so a cache can save at most {1 - share:.0%} of a "
                    "step's pass. After a longer prompt a full pass costs more and a partial one about the same.")
     else:
@@ -89,9 +91,14 @@ def _how_close(label: LaneLabel, split: TimeSplit, full: float, ceiling: float, 
     mean)."""
     name = "EntropyCache" if label.side == "right" else label.policy
     reached = split.steps * full / clock
-    return (f"{name}'s schedule ({split.full_passes} of {split.steps} steps full) allows at most {ceiling:.1f}x over "
-            f"running every step as a full pass ({split.steps * full:.3f} s); it took {clock:.3f} s, {reached:.1f}x, "
-            f"{reached / ceiling:.0%} of that ceiling.")
+    return (f"{name}'s schedule ({split.full_passes} of {split.steps} steps full) allows at most {_times(ceiling)} "
+            f"over running every step as a full pass ({split.steps * full:.3f} s); it took {clock:.3f} s, "
+            f"{_times(reached)}, {reached / ceiling:.0%} of that ceiling.")
+
+
+def _times(ratio: float) -> str:
+    """6.6x; near 1, two decimals, so that a ratio below 1 never reads as 1.0x."""
+    return f"{ratio:.1f}x" if ratio >= 1.05 else f"{ratio:.2f}x"
 
 
 def _ms(seconds: float) -> str:

@@ -25,7 +25,7 @@ from app.race.replay import Replay
 from app.race.replay_panel import REPLAY_OUTPUT_NAMES, build_replay_panel
 from app.race.speed import SUMMARY_HEADERS, summary_rows
 from app.race.tab import preset_inputs
-from app.race.time_panel import NOT_RECORDED
+from app.race.time_panel import NOT_RECORDED, time_html
 from app.race.trace_reader import read_trace
 from app.serving.examples import chat_examples
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
@@ -152,6 +152,22 @@ def test_where_the_time_goes_adds_up_to_each_lanes_clock(paper) -> None:
     assert re.search(r"A partial pass here \(\d+ of \d+ rows\) costs \d+% of a full one", text)
     assert re.search(r"EntropyCache's schedule \(\d+ of \d+ steps full\) allows at most [\d.]+x over running every "
                      r"step as a full pass \([\d.]+ s\); it took [\d.]+ s, [\d.]+x, \d+% of that ceiling", text)
+
+
+@pytest.mark.parametrize("floor_s", [None, 0.09])
+def test_where_a_partial_pass_costs_a_full_ones_the_panel_promises_no_saving(floor_s) -> None:
+    """At batch 1 on a short prompt both passes can be the weights' read: a partial pass costs 105% here."""
+    full = step_event(full=True, forward_s=0.1, choice_s=0.0, compute_s=0.1, layer_rows=[40])
+    partial = step_event(forward_s=0.105, choice_s=0.0, compute_s=0.105, layer_rows=[10])
+    events = [full, partial, partial, partial, partial]
+    lane = Lane("entropy", events, sum(e.compute_s for e in events), True, 1)
+    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    text = re.sub("<[^>]+>", " ", time_html([lane], [LaneLabel("right", "entropy(tau=1.0, k=2)", decoding)], 40,
+                                            floor_s))
+    assert "costs 105% of a full one (105.0 ms against 100.0 ms): here a step that reuses the cache saves nothing." in (
+        text)
+    assert "saves up to" not in text and "save at most" not in text
+    assert "allows at most 0.96x over running every step as a full pass" in text  # 0.5 s / 0.52 s, not "1.0x"
 
 
 def test_each_lanes_settings_survive_the_trace_and_its_replay(paper) -> None:
