@@ -17,11 +17,11 @@ import gradio as gr
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
 from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, RunJob, check_run
-from app.controls.sent import shown
 from app.serving.context import AppContext
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs, TabRunner, TabView
 from app.widgets.banner import refusing
+from core.policies.params import shown
 
 C = TypeVar("C", bound=gr.components.Component)
 CONTROLS_PER_ROW = 4  # the sliders' rows, in the controls' declared order

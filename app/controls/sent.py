@@ -1,5 +1,5 @@
-"""What a client sent, before anything reads it: text that is valid Unicode, a value shown briefly in
-a message, and a choice checked against what the page offers.
+"""What a client sent, before anything reads it: text that is valid Unicode, and a choice checked
+against what the page offers (a value in a message is shown by core.policies.params.shown).
 
 The HTTP API accepts any JSON a client sends, and JSON can carry what Python text cannot be written
 out as (a lone surrogate, "\\udcff") and values no widget offers; so every handler checks what it is
@@ -10,13 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-SHOWN_CHARS = 60  # a value quoted in a message is cut here: a client may send a megabyte
-
-
-def shown(value: object) -> str:
-    """`value`'s repr for a message, cut to SHOWN_CHARS (repr escapes what cannot be printed)."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}..."
+from core.policies.params import shown
 
 
 def check_unicode(text: str, what: str) -> str:

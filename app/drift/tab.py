@@ -19,6 +19,7 @@ from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
+from core.policies.params import shown
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics
@@ -88,10 +89,11 @@ class DriftTab(PanelTab):
         ValueError names a step out of its range)."""
         if record is None or not record.events:
             return NO_RUN
-        if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
+        last = len(record.events) - 1
+        if isinstance(step, bool) or not isinstance(step, int | float) or not 0 <= step <= last:  # NaN too
+            raise ValueError(f"The step must be a whole number between 0 and {last}, got {shown(step)}.")
+        if step != int(step):
             raise ValueError(f"The step must be a whole number, got {step!r}.")
-        if not 0 <= step < len(record.events):
-            raise ValueError(f"The step must be between 0 and {len(record.events) - 1}, got {step:g}.")
         _, tokenizer = self.ctx.registry.get(record.model)
         return record.explain(int(step), tokenizer)
 

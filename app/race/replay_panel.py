@@ -22,7 +22,6 @@ import gradio as gr
 from gradio.blocks import Block
 
 from app.controls.panel import as_sent, raw_slider
-from app.controls.sent import shown as shown_value
 from app.race.comparison import Comparison, speedup
 from app.race.decode import Snapshot
 from app.race.panels import DRAWN_NAMES, SIDES, RacePanels
@@ -35,6 +34,7 @@ from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
 from app.widgets.explain import explain_step
 from app.widgets.throttle import DEFAULT_THROTTLE_S
+from core.policies.params import shown as shown_value
 
 HELP = """### Replay (teaching mode)
 Replay the race above from its recorded steps, slowed down: every lane stays on the shared clock of

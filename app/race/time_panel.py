@@ -63,7 +63,7 @@ def _sentences(lanes: Sequence[Lane], labels: Sequence[LaneLabel], splits: Seque
     if floor_s is not None:
         out.append(f"Reading every weight once takes {_ms(floor_s)} on this device "
                    "(the weights' bytes at its measured copy bandwidth): no pass can be faster.")
-    if full is None:
+    if not full:  # none yet, or a loaded trace's full passes that say they took no time
         return out + ["No full pass yet."]
     if partial is None:
         return out + [f"One full pass over all {length} rows costs {_ms(full)}; no lane has "

@@ -25,7 +25,6 @@ from gradio.blocks import Block
 from app.controls.declared import DECODE_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
 from app.controls.sent import check_choice
-from app.controls.sent import shown as shown_value
 from app.serving.budget import check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
@@ -52,6 +51,7 @@ from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_htm
 from app.widgets.banner import banner, refuses
 from app.widgets.text_view import TokenText
 from core.loading import chat_prompt_ids
+from core.policies.params import shown as shown_value
 from evaluation.bench import Progress
 
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)

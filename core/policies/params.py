@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+SHOWN_CHARS = 60  # a value quoted in a message is cut here: a client may send a megabyte
+
 
 @dataclass(frozen=True)
 class Param:
@@ -75,10 +77,12 @@ class Param:
             value = item() if callable(item) and getattr(value, "ndim", 1) == 0 else value
         low, high, low_open = self.bounds(ui)
         bad = isinstance(value, bool) or not isinstance(value, int | float)
-        bad = bad or math.isnan(value) or (self.kind is int and not float(value).is_integer())
+        try:
+            bad = bad or math.isnan(value) or (self.kind is int and not float(value).is_integer())
+        except OverflowError:  # an integer past a float's range is past every bound
+            bad = True
         if bad or not low <= value <= high or (low_open and value == low):
-            shown = "NaN" if isinstance(value, float) and math.isnan(value) else repr(value)
-            raise ValueError(f"{label or self.name} must be {self.expected(ui)}, got {shown}")
+            raise ValueError(f"{label or self.name} must be {self.expected(ui)}, got {shown(value)}")
         return int(value) if self.kind is int else float(value)
 
 
@@ -91,8 +95,20 @@ def check_choice(setting: str, value: object, choices: tuple[str, ...]) -> str:
     """`value` if it is one of `choices`, else a ValueError that names the setting and says what is
     (a setting chosen by name, such as the graphs and fusion modes)."""
     if value not in choices:
-        raise ValueError(f"{setting} must be one of {', '.join(choices)}, got {value!r}")
+        raise ValueError(f"{setting} must be one of {', '.join(choices)}, got {shown(value)}")
     return value
+
+
+def shown(value: object) -> str:
+    """`value` for a message: its repr (which escapes what cannot be printed) cut to SHOWN_CHARS; NaN
+    as NaN, and an integer too long for repr said so."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    try:
+        text = repr(value)
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return "an integer too long to write out"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}..."
 
 
 def check_params(policy: str, declared: tuple[Param, ...], given: dict) -> dict:

@@ -21,12 +21,12 @@ from test_server import args, check_result, refusal
 
 from app.client import named
 from app.controls.declared import PEER_CONTROLS
-from app.controls.sent import shown
 from app.race.panels import SIDES, build_race_panels
 from app.race.replay_panel import build_replay_panel
 from app.serving.admission import BUSY
 from app.serving.downloads import DOWNLOAD_DIR
 from app.serving.registry import EMBEDDED_LABEL
+from core.policies.params import shown
 
 HOSTILE = "10.66.0.1"  # the address of the visitor who sends too much (X-Forwarded-For, as behind a Space's proxy)
 SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5", ks="2", problems=1, gen_len=32,
@@ -85,6 +85,7 @@ RAW_REFUSALS = [  # (api, data, the status line's words)
     ("run", run_data(policy=["none"]), "Unknown policy ['none']; choose one of: vanilla, none, "),
     ("drift", run_data(policy="none"), "Unknown policy 'none'; choose one of: entropy, "),
     ("run", run_data(gen_len=2**70), "gen length must be an integer in [1, 512], got 1180591620717411303424"),
+    ("run", run_data(tau=10**400), f"tau (EntropyCache) must be a number in [0, 12], got {'1' + '0' * 59}..."),
     ("sweep", {**SWEEP, "task": "your prompts", "prompts": SURROGATE},
      "Line 1 of your prompts: The prompt has a lone surrogate (U+DCFF) at character 11"),
     ("sweep", {**SWEEP, "task": "poems"}, "Unknown task 'poems'; choose one of: stories, "),

@@ -151,7 +151,8 @@ def test_drift_handler_streams_all_outputs_and_the_explain_panel_follows_the_sli
     assert f"Step 4's reason: *{reason}*" in html.unescape(d.explain(3, run))  # the next step's, in its own words
     assert "**Step 3**" in d.explain(3.0, run)
     assert d.explain(0, None) == NO_RUN
-    for bad, message in ((32, "between 0 and 31"), (-1, "between 0 and 31"), (1.5, "whole number")):
+    for bad, message in ((32, "between 0 and 31, got 32"), (-1, "between 0 and 31"), (1.5, "whole number, got 1.5"),
+                         (10**400, "between 0 and 31, got 1000"), (float("nan"), "got NaN"), ("3", "got '3'")):
         with pytest.raises(ValueError, match=message):
             d.explain(bad, run)
         refused = d.on_step(bad, run)  # the slider's handler: told in the status line, the explanation kept

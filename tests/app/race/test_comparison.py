@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from dataclasses import replace
 
 import gradio as gr
 import pytest
@@ -168,6 +169,8 @@ def test_where_a_partial_pass_costs_a_full_ones_the_panel_promises_no_saving(flo
         text)
     assert "saves up to" not in text and "save at most" not in text
     assert "allows at most 0.96x over running every step as a full pass" in text  # 0.5 s / 0.52 s, not "1.0x"
+    free = Lane("entropy", [replace(full, forward_s=0.0), partial], 0.205, True, 1)  # a trace can say so
+    assert "No full pass yet." in time_html([free], [LaneLabel("right", "entropy(tau=1.0, k=2)", decoding)], 40, None)
 
 
 def test_each_lanes_settings_survive_the_trace_and_its_replay(paper) -> None:

@@ -231,6 +231,9 @@ def test_declared_parameters_are_checked_and_set():
             ({"n": True}, "n must be an integer in [1, 8], got True"),
             ({"share": float("nan")}, "share must be a number in [0, 1], got NaN"),
             ({"share": 1.5}, "share must be a number in [0, 1], got 1.5"),
+            ({"share": 10**400}, f"share must be a number in [0, 1], got {'1' + '0' * 59}..."),  # past a float
+            ({"n": 10**5000}, "n must be an integer in [1, 8], got an integer too long to write out"),
+            ({"n": "3" * 1000}, f"n must be an integer in [1, 8], got '{'3' * 59}..."),  # a client may send a megabyte
             ({"rho": 1}, "bad parameters for policy 'every-n': no parameter 'rho' (it has: n, share)"),
         ]:
             with pytest.raises(ValueError) as e:
