@@ -9,6 +9,7 @@ tabs each have a panel.
 
 from __future__ import annotations
 
+from abc import ABCMeta
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -33,8 +34,7 @@ def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
     gr.Slider's own preprocess checks the bounds first and answers an API client with a message that
     names no control ('Value 1099511627776 is greater than maximum value 2147483647.'), or fails on a
     string or None with Gradio's generic error. Every handler that takes a slider checks its value
-    itself (Control.check, app/controls/declared.py), so nothing unchecked gets through. (Not a subclass: Gradio
-    writes a .pyi stub beside the source of every component subclass.)"""
+    itself (Control.check, app/controls/declared.py), so nothing unchecked gets through."""
     return as_sent(gr.Slider(*args, **kwargs))
 
 
@@ -42,12 +42,27 @@ def as_sent(component: C) -> C:
     """`component`, its value handed to the handler as the client sent it (no preprocess check).
 
     For a dropdown or a radio, Gradio's own check of the choices answers outside the tab's status line,
-    in its words; every handler that takes one checks it itself (app/controls/sent.py check_choice)."""
-    component.preprocess = _as_sent
+    in its words; every handler that takes one checks it itself (app/controls/sent.py check_choice).
+    The component becomes an instance of its class's raw twin: a session's copy of a component (which
+    Gradio makes from the class whenever a handler updates it) stays raw too."""
+    component.__class__ = _raw_twin(type(component))
     return component
 
 
-def _as_sent(payload: Any) -> Any:
+_RAW_TWINS: dict[type, type] = {}
+
+
+def _raw_twin(cls: type) -> type:
+    """`cls` with a preprocess that hands the payload on, drawn by the frontend as `cls` (a template, in
+    Gradio's word). Made by ABCMeta.__new__ rather than a class statement: Gradio's ComponentMeta.__new__
+    writes a .pyi stub beside the source of every component class it makes."""
+    if cls not in _RAW_TWINS:
+        namespace = {"is_template": True, "preprocess": _hand_on, "__module__": __name__}
+        _RAW_TWINS[cls] = ABCMeta.__new__(type(cls), f"Raw{cls.__name__}", (cls,), namespace)
+    return _RAW_TWINS[cls]
+
+
+def _hand_on(self: gr.components.Component, payload: Any) -> Any:
     return payload
 
 

@@ -104,6 +104,17 @@ def test_raw_json_reaches_a_named_refusal_in_the_status_line(served, api, data, 
     assert words in refusal(answer(served.url, api, data), f"/{api}")
 
 
+def test_a_sessions_later_calls_are_refused_in_our_words_too(served) -> None:
+    """Gradio gives a session its own copy of a component that a handler updates, made from the component's
+    class: the copy hands what a client sends on unchecked as well, so the handler names the problem."""
+    client = Client(served.url, verbose=False)
+    for _ in range(2):
+        out = client.predict(**{**SWEEP, "metric": "bogus"}, api_name="/sweep")
+        assert "Unknown y axis 'bogus'" in refusal(out, "/sweep")
+    out = client.predict(**args(tau="abc"), api_name="/run")
+    assert "tau (EntropyCache) must be a number in [0, 12], got 'abc'" in refusal(out)
+
+
 def test_a_maximum_race_is_refused_naming_the_budget(served) -> None:
     out = Client(served.url, verbose=False).predict(**args("mia has 7 marbles . " * 100, gen_len=512, block_len=32),
                                                     api_name="/run")

@@ -20,6 +20,9 @@ def test_sliders_hand_values_on_as_sent_and_write_no_stub_file() -> None:
     assert slider.preprocess("abc") == "abc" and slider.preprocess(2**40) == 2**40 and slider.preprocess(None) is None
     assert slider.get_block_name() == "slider"  # drawn by gr.Slider's own browser component
     assert not list(Path(app.controls.panel.__file__).parent.glob("*.pyi"))  # gradio writes one per component subclass
+    # a session's own copy of a component, which Gradio makes from its class when a handler updates it
+    copy = type(slider)(**{**slider.constructor_args, "render": False})
+    assert copy.preprocess("abc") == "abc" and copy.get_block_name() == "slider"
 
 
 def test_an_example_sets_the_decode_settings_its_model_declares_for_its_task(registry) -> None:
