@@ -140,6 +140,8 @@ class ReplayPanel:
     store: ReplayStore = field(default_factory=ReplayStore)
     playbacks: Playbacks = field(default_factory=Playbacks)
     clock: Callable[[], float] = time.monotonic  # the playbacks' wall clock
+    # True for a session whose client has left its updates unread (AppContext.forgotten): its playback stops
+    forgotten: Callable[[str | None], bool] = lambda session: False
 
     def outputs(self) -> list[Block]:
         """What a frame updates: REPLAY_OUTPUT_NAMES in the HTTP API's order (the race's banner, time panel
@@ -202,8 +204,10 @@ class ReplayPanel:
         return self.show_frame(replay, replay.clamp(n + delta), "paused")
 
     @refuses
-    def play(self, stored: object, frame: object, pace: object) -> Iterator[Outputs]:
-        """Frames at `pace` from `frame` on, each update carrying only what changed since the last."""
+    def play(self, stored: object, frame: object, pace: object, request: gr.Request | None = None
+             ) -> Iterator[Outputs]:
+        """Frames at `pace` from `frame` on, each update carrying only what changed since the last; they stop
+        once the session's client leaves them unread, as a race's do."""
         on_screen = self.halt(stored)
         replay, n = check_frame(self.stored(stored), frame if on_screen is None else on_screen)
         pace = check_pace(pace)
@@ -213,8 +217,9 @@ class ReplayPanel:
         sent: dict = {}
         try:
             yield changed(self.show_frame(replay, start, f"playing at {pace}", renderer), sent)
+            session = getattr(request, "session_hash", None)
             for shown in replay.play(start, pace, DEFAULT_THROTTLE_S, self.clock, playback.sleep, playback.halted):
-                if not playback.send(shown):
+                if not playback.send(shown) or self.forgotten(session):
                     return
                 state = "finished" if shown == len(replay) else f"playing at {pace}"
                 yield changed(self.show_frame(replay, shown, state, renderer), sent)
@@ -235,10 +240,11 @@ def changed(out: Outputs, sent: dict) -> Outputs:
 _NOTHING = object()
 
 
-def build_replay_panel(race: RacePanels, run_button: gr.Button, store: ReplayStore | None = None) -> ReplayPanel:
+def build_replay_panel(race: RacePanels, run_button: gr.Button, store: ReplayStore | None = None,
+                       forgotten: Callable[[str | None], bool] = lambda session: False) -> ReplayPanel:
     """The replay's controls and events, under the race (call inside the Race tab). A replay draws into
     the race's panels and each lane's story beside its text, which a Run clears; `race.trace` is the
-    race's trace download, what "Replay this race" loads."""
+    race's trace download, what "Replay this race" loads; `forgotten` is ReplayPanel's."""
     # per session, the key of its replay in the store (which bounds their memory), gone an hour after last use
     replay = gr.State(None, time_to_live=3600)
     with gr.Column(elem_id="replay-panel"):
@@ -261,7 +267,7 @@ def build_replay_panel(race: RacePanels, run_button: gr.Button, store: ReplaySto
             # own bounds change per replay, and Gradio would check either with its own words).
             frame = as_sent(gr.Number(0, label="Frame", minimum=None, maximum=None, precision=None, scale=1,
                                       elem_id="replay-frame"))
-    panel = ReplayPanel(race, replay, slider, frame, ReplayStore() if store is None else store)
+    panel = ReplayPanel(race, replay, slider, frame, ReplayStore() if store is None else store, forgotten=forgotten)
     outputs = panel.outputs()
     played = play.click(panel.play, [replay, frame, pace], outputs, concurrency_id="replay",
                         concurrency_limit=REPLAY_CONCURRENCY, api_name="replay_play")

@@ -94,5 +94,5 @@ def build_race_tab(ctx: AppContext) -> RaceTab:
     wire_presets(ctx.registry, inputs, buttons, panels.status)
     tab = RaceTab(ctx, inputs, panels)
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "run", panels.status)
-    build_replay_panel(panels, inputs.run)
+    build_replay_panel(panels, inputs.run, forgotten=lambda session: ctx.forgotten(session))  # set once served
     return tab

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
 from app.controls.sent import check_unicode
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
+from app.serving.budget import position_budget
 from core.decoder import DecodeConfig
 from core.events import StepEvent, Totals
 
@@ -24,6 +25,8 @@ MAX_PIECES = 200_000
 MAX_CHARS = 200  # one token's text
 MAX_TEXT = 500_000  # a final text, a prompt
 MAX_STEP_S = 3600.0
+MAX_LAYERS = 256  # past every model the app serves (LLaDA-8B: 32, Dream-7B: 28)
+MAX_WORK = position_budget("cuda")  # positions x steps over the lanes: the most a race the app runs may do
 MAX_INT_DIGITS = len(str(2**63))  # the longest whole number a trace may spell out
 SIDES = {2: ("left", "right"), 3: ("left", "middle", "right")}  # by the number of lanes
 EVENT_FIELDS = [f.name for f in fields(StepEvent)]
@@ -88,6 +91,10 @@ def read_trace(data: bytes) -> Trace:
     run_decoding = None if current else _run_decoding(settings)
     sides = SIDES[len(lanes)]
     read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding) for i, lane in enumerate(lanes))
+    work = sum((len(prompt_ids) + settings["gen_len"]) * len(lane.events) for lane in read)
+    if work > MAX_WORK:  # what a replay draws, frame by frame, grows with it
+        raise ValueError(f"The trace's race did {work:,} positions of work (positions x steps, over its lanes); "
+                         f"a race the app runs does at most {MAX_WORK:,}.")
     return Trace(settings, prompt_ids, speedup, model, read, floor_s)
 
 
@@ -128,8 +135,12 @@ def _model(raw: object) -> TraceModel:
             raise ValueError(f"model.pieces: {_show(key)} is not a token id")
         text[int(key)] = _str(piece, f"model.pieces[{key}]", MAX_CHARS)
     eos = [_int(v, f"model.eos_ids[{i}]", 0, MAX_ID) for i, v in enumerate(_list(m["eos_ids"], "model.eos_ids", 16))]
-    mask_id, n_layers = _int(m["mask_id"], "model.mask_id", 0, MAX_ID), _int(m["n_layers"], "model.n_layers", 1, 1024)
-    return TraceModel(mask_id, eos, n_layers, _str(m["sep"], "model.sep", 1), text)
+    mask_id = _int(m["mask_id"], "model.mask_id", 0, MAX_ID)
+    n_layers = _int(m["n_layers"], "model.n_layers", 1, MAX_LAYERS)
+    sep = _str(m["sep"], "model.sep", 1)
+    if sep not in ("", " "):  # what TokenText joins tokens with, into the page as it is
+        raise ValueError(f"model.sep: expected ' ' or '', got {_show(sep)}")
+    return TraceModel(mask_id, eos, n_layers, sep, text)
 
 
 def _run_decoding(settings: dict) -> dict:

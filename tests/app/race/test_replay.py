@@ -171,11 +171,28 @@ DELETE = object()
         ("settings.gen_len", 10**9, "settings.gen_len: gen length must be an integer in [1, 512], got 1000000000"),
         ("model.pieces", [], "model.pieces: expected an object, got a list"),
         ("prompt_ids", "1 2 3", "prompt_ids: expected a list, got text"),
+        ("model.n_layers", 257, "model.n_layers: expected"),
+        ("model.sep", "<", "model.sep: expected ' ' or '', got '<'"),
     ],
 )
 def test_a_malformed_trace_gets_a_clear_error(recorded, path, value, message) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         read_trace(json.dumps(mutate(recorded, path, value)).encode())
+
+
+def test_a_trace_of_more_work_than_any_race_may_do_is_refused(recorded, monkeypatch) -> None:
+    """Every race the app runs is within its device's budget, a GPU's the largest: a trace past it was made by
+    hand, and what replaying it draws grows with that work."""
+    from app.race import trace_reader
+
+    length = len(recorded["prompt_ids"]) + recorded["settings"]["gen_len"]
+    work = sum(length * len(lane["events"]) for lane in recorded["lanes"])
+    monkeypatch.setattr(trace_reader, "MAX_WORK", work)
+    read_trace(json.dumps(recorded).encode())
+    monkeypatch.setattr(trace_reader, "MAX_WORK", work - 1)
+    with pytest.raises(ValueError, match=re.escape(f"The trace's race did {work:,} positions of work (positions x "
+                                                   f"steps, over its lanes); a race the app runs does at most")):
+        read_trace(json.dumps(recorded).encode())
 
 
 def test_a_trace_from_before_capture_times_still_replays_the_same(recorded) -> None:
@@ -255,6 +272,26 @@ def test_pause_lands_on_the_frame_the_playback_sent_last_and_nothing_follows(rec
     assert "finished" in finished[-1][panel.race.status]
     again = panel.pause(stored, 3)  # the page's number lags: Pause still says the frame on screen, the last
     assert f"Replay paused: frame {len(replay)} of {len(replay)}" in again[panel.race.status]
+
+
+def test_a_playback_whose_frames_go_unread_stops(recorded, monkeypatch) -> None:
+    """A client that asks for Play and never reads the stream: its frames stop once the session is behind, as a
+    race's do (app/serving/listener.py), not on to the end of the trace."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from app.race.playback import Playback
+
+    replay = replay_of(recorded)
+    clock = FakeClock(100.0)
+    monkeypatch.setattr(Playback, "sleep", lambda self, seconds: clock.sleep(seconds))
+    behind: set[str] = set()
+    panel = dataclasses.replace(replay_panel(), clock=clock, forgotten=lambda session: session in behind)
+    playing = panel.play(panel.store.put(replay), 0, "100x", SimpleNamespace(session_hash="gone"))
+    sent = [next(playing)[panel.frame] for _ in range(3)]  # the start, then two frames on the fake clock
+    assert sent == sorted(set(sent)) and sent[-1] < len(replay)
+    behind.add("gone")
+    assert list(playing) == []
 
 
 def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatch) -> None:
