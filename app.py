@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import socket
 import sys
 
 import torch
@@ -42,10 +43,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def check_port(host: str, port: int) -> None:
+    """A ValueError naming --port (or --host) unless this process can serve there: checked before the model
+    loads, not by Gradio's traceback after it."""
+    if not 1 <= port <= 65535:
+        raise ValueError(f"--port must be from 1 to 65535, got {port}")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.bind((host, port))
+    except (OSError, OverflowError) as e:
+        raise ValueError(f"cannot serve on --host {host} --port {port} ({e.strerror or e}): pick another port, "
+                         "or stop what holds it") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.concurrency < 1:
         print(f"error: --concurrency must be a positive integer, got {args.concurrency}", file=sys.stderr)
+        return 2
+    try:
+        check_port(args.host, args.port)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     cores = usable_cpus()
     if not 1 <= args.threads <= cores:
@@ -65,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     # model must be loaded at startup, outside the GPU function (weights then follow it onto the GPU).
     registry.preload(None if is_zero_gpu() else registry.labels[:1])
     demo = build_demo(registry, concurrency=args.concurrency)
-    url = launch(demo, args.host, args.port, args.share)
+    try:
+        url = launch(demo, args.host, args.port, args.share)
+    except OSError as e:  # taken since check_port looked
+        print(f"error: cannot serve on --host {args.host} --port {args.port}: {e}", file=sys.stderr)
+        return 2
     # What exists now lives as long as the server: frozen out of the garbage collector, so that a full
     # collection (after every run, app/serving/gpu.py free_memory, or an automatic one) walks only what
     # runs created. Walking the startup objects too holds the interpreter lock long enough to land inside

@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -570,6 +571,19 @@ def test_app_py_refuses_a_thread_count_outside_the_cpus_it_has(threads, capsys) 
     cores = len(os.sched_getaffinity(0))  # Linux, as CI
     err = capsys.readouterr().err
     assert f"--threads must be from 1 to {cores} (the CPUs this process may use), got {threads}" in err
+
+
+def test_app_py_refuses_a_port_it_cannot_serve_on_before_loading_a_model(capsys) -> None:
+    entry = load_entry()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert entry.main(["--host", "127.0.0.1", "--port", str(port)]) == 2
+    assert f"cannot serve on --host 127.0.0.1 --port {port} (Address already in use)" in capsys.readouterr().err
+    for port in ("0", "70000"):
+        assert entry.main(["--port", port]) == 2
+        assert f"--port must be from 1 to 65535, got {port}" in capsys.readouterr().err
 
 
 def test_app_py_decodes_with_every_cpu_but_one_by_default() -> None:
