@@ -207,6 +207,18 @@ def answer_text(tokenizer, event) -> str:
     return tokenizer.decode(event.tokens[: event.totals.tokens], skip_special_tokens=True)
 
 
+def check_unicode(text: str, what: str) -> str:
+    """`text` when every character can be written as UTF-8, else a ValueError naming the first that
+    cannot (a lone surrogate, as JSON or undecodable command-line bytes can carry): a tokenizer, a file
+    or an answer's JSON would fail on it later."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} has a lone surrogate (U+{ord(text[e.start]):04X}) at character {e.start + 1}, "
+                         "which is not a character: send valid Unicode text.") from None
+    return text
+
+
 def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     """The prompt as the model was tuned to see it: the user turn in the chat template.
 
@@ -215,7 +227,7 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     maps them to the unknown token) are refused with a message naming them."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("the prompt is empty")
-    unknown = unknown_words(tokenizer, text)
+    unknown = unknown_words(tokenizer, check_unicode(text, "the prompt"))
     if unknown:
         raise UnknownWordsError(unknown, len(tokenizer))
     before, after = chat_frame(tokenizer)

@@ -115,10 +115,13 @@ def _value_lists(args: argparse.Namespace) -> dict[str, list]:
         text = getattr(args, p.name)
         if text is None:
             continue
+        flag = f"--{p.name.replace('_', '-')}"
         try:
             numbers = [float(v) for v in text.split(",") if v.strip()]
         except ValueError:
-            raise ValueError(f"--{p.name.replace('_', '-')} must be a comma list of numbers, got {text!r}") from None
+            raise ValueError(f"{flag} must be a comma list of numbers, got {text!r}") from None
+        if not numbers:  # else the policy it belongs to would silently leave the bench
+            raise ValueError(f"{flag} must be a comma list of numbers, got none in {text!r}")
         out[p.name] = [p.check(v) for v in numbers]
     return out
 
@@ -239,6 +242,8 @@ def _int_list(text: str, flag: str, low: int) -> list[int]:
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be a non-negative integer, got {args.warmup}")
     items, names = bench_items(args)
     shots = list(items)
     policies, values = args.policies.split(","), _value_lists(args)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
-from app.controls.sent import check_choice, check_unicode
+from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelChoice, ModelRegistry, most_tokens
 from core.decoder import DecodeConfig
-from core.loading import chat_prompt_ids
+from core.loading import chat_prompt_ids, check_unicode
 from core.policies import CachePolicy, make_policy
 from core.policies.entropy import EntropyCache
 

@@ -11,11 +11,11 @@ import math
 from dataclasses import dataclass, fields
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
-from app.controls.sent import check_unicode
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
 from core.decoder import DecodeConfig
 from core.events import StepEvent, Totals
+from core.loading import check_unicode
 
 MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB
 MAX_EVENTS = 4096  # per lane

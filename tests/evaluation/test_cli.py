@@ -48,6 +48,7 @@ def test_generate_prints_answer_and_summary(model_dir):
         (["--prompt", "mia", "--steps", "1000"], "error: steps must be an integer in [2, 16]"),
         (["--prompt", "mia", "--gen-len", "0"], "error: gen_len must be an integer in [1, 8192]"),
         (["--prompt", "mia", "--device", "tpu9"], "error: unknown device 'tpu9'"),
+        (["--prompt", "mia \udcff has"], "error: the prompt has a lone surrogate (U+DCFF) at character 5"),  # bytes
         (["--prompt", "hello, write a poem"], "error: the model does not know 5 words of the prompt: 'hello', ','"),
     ],
 )
