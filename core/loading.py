@@ -43,15 +43,16 @@ def resolve(name_or_path: str | os.PathLike | None) -> Path:
     if path.is_dir():
         return path
     repo = ALIASES.get(str(name_or_path).lower(), str(name_or_path))
-    if path.exists() or repo.count("/") != 1:
+    if path.exists() or repo.count("/") != 1 or repo.startswith(("/", ".", "~")):  # a path, never a hub id
         raise ValueError(f"{name_or_path!r} is neither a checkpoint folder nor a hub id like 'org/name'")
     from huggingface_hub import snapshot_download  # honours HF_HUB_OFFLINE and HF_HUB_CACHE
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     try:
         return Path(snapshot_download(repo_id=repo, allow_patterns=HUB_FILES))
-    except (LocalEntryNotFoundError, HfHubHTTPError, OSError) as e:
-        raise ValueError(f"could not get {repo!r} from the hub or its cache: {e}") from None
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as e:  # ValueError: not a valid repo id
+        local = "" if repo in ALIASES.values() else f"there is no folder {str(name_or_path)!r} here, and "
+        raise ValueError(f"{local}could not get {repo!r} from the hub or its cache: {e}") from None
 
 
 class _Shards:

@@ -170,6 +170,9 @@ def test_pickled_weights_are_refused(llada_dir):
 def test_a_missing_folder_is_neither_a_checkpoint_nor_a_hub_id(tmp_path):
     with pytest.raises(ValueError, match="neither a checkpoint folder nor a hub id"):
         load_model(str(tmp_path / "no-such-folder"))
+    for path in ("/nonexistent", "./model", "~/model"):  # one slash, yet a path: never asked of the hub
+        with pytest.raises(ValueError, match=re.escape(f"{path!r} is neither a checkpoint folder nor a hub id")):
+            load_model(path)
 
 
 def test_hub_id_resolves_through_the_hub_cache_offline(tmp_path, monkeypatch, llada_dir):
@@ -181,8 +184,9 @@ def test_hub_id_resolves_through_the_hub_cache_offline(tmp_path, monkeypatch, ll
     (cache / "models--GSAI-ML--LLaDA-8B-Instruct" / "refs" / "main").write_text("a" * 40)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ValueError, match="could not get 'nobody/nothing' from the hub or its cache"):
-        load_model("nobody/nothing")
+    with pytest.raises(ValueError, match=re.escape("there is no folder 'nobody/nothing' here, and could not get "
+                                                   "'nobody/nothing' from the hub or its cache")):
+        load_model("nobody/nothing")  # a folder not made yet reads as a hub id: both are said
     by_id, _ = load_model("GSAI-ML/LLaDA-8B-Instruct")
     by_alias, _ = load_model("llada")
     local, _ = load_model(llada_dir)
