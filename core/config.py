@@ -45,6 +45,19 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.n_kv_heads is None:
             self.n_kv_heads = self.n_heads
+        for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len", "gen_len",
+                     "block_len"):  # a checkpoint's config.json may say anything
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("rope_theta", "norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if isinstance(self.mask_token_id, bool) or not isinstance(self.mask_token_id, int):
+            raise ValueError(f"mask_token_id must be an integer, got {self.mask_token_id!r}")
+        if not isinstance(self.task_settings, dict):
+            raise ValueError(f"task_settings must be an object, got {self.task_settings!r}")
         self.eos_token_ids = tuple(int(t) for t in self.eos_token_ids)
         if self.dim % self.n_heads:
             raise ValueError(f"dim {self.dim} is not divisible by n_heads {self.n_heads}")

@@ -18,7 +18,7 @@ import torch
 import transformers
 from accelerate import dispatch_model, infer_auto_device_map, init_empty_weights
 from accelerate.utils import set_module_tensor_to_device
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from core.config import ModelConfig
 from core.decoder import DecodeConfig
@@ -67,8 +67,11 @@ class _Shards:
                     raise ValueError(f"index names a shard outside the checkpoint folder: {f!r}")
             self.files = {name: folder / f for name, f in weight_map.items()}
         elif (folder / "model.safetensors").exists():
-            with safe_open(folder / "model.safetensors", framework="pt") as f:
-                self.files = {name: folder / "model.safetensors" for name in f.keys()}
+            try:
+                with safe_open(folder / "model.safetensors", framework="pt") as f:
+                    self.files = {name: folder / "model.safetensors" for name in f.keys()}
+            except SafetensorError as e:
+                raise ValueError(f"{folder / 'model.safetensors'} is not a readable safetensors file: {e}") from None
         else:
             raise ValueError(f"no safetensors weights in {folder} (pickled .bin checkpoints are never loaded)")
         self._open: dict[Path, object] = {}
@@ -78,7 +81,10 @@ class _Shards:
         if file not in self._open:
             if not file.exists():
                 raise ValueError(f"shard {file.name} named in the index is missing")
-            self._open[file] = safe_open(file, framework="pt")
+            try:
+                self._open[file] = safe_open(file, framework="pt")
+            except SafetensorError as e:
+                raise ValueError(f"{file} is not a readable safetensors file: {e}") from None
         if name not in self._open[file].keys():
             raise ValueError(f"tensor {name!r} is listed in the index but missing from {file.name}")
         return self._open[file].get_tensor(name)
@@ -95,9 +101,15 @@ def read_config(folder: Path) -> tuple[ModelConfig, Family, dict]:
     config_file = Path(folder) / "config.json"
     if not config_file.exists():
         raise ValueError(f"{folder} has no config.json")
-    raw = json.loads(config_file.read_text())
-    family = family_for(raw)
-    return _checked(family.config(raw, []), folder), family, raw
+    try:
+        raw = json.loads(config_file.read_text())
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+        family = family_for(raw)
+        config = family.config(raw, [])
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSONDecodeError is a ValueError
+        raise ValueError(f"{config_file}: {e}") from None
+    return _checked(config, folder), family, raw
 
 
 def _checked(config: ModelConfig, folder: Path) -> ModelConfig:

@@ -167,6 +167,43 @@ def test_pickled_weights_are_refused(llada_dir):
         load_model(llada_dir)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"dim": "256"}, "dim must be a positive integer, got '256'"),
+        ({"n_heads": 0}, "n_heads must be a positive integer, got 0"),
+        ({"dim": -256}, "dim must be a positive integer, got -256"),
+        ({"rope_theta": "x"}, "rope_theta must be a positive number, got 'x'"),
+        ({"task_settings": [1]}, "task_settings must be an object, got [1]"),
+        ({"dim": None}, "dim must be a positive integer, got None"),
+    ],
+)
+def test_a_config_json_that_says_nonsense_is_named_with_the_file(tmp_path, change, message):
+    from core.loading import EMBEDDED
+
+    shutil.copytree(EMBEDDED, tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config | change))
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'm' / 'config.json'}: {message}")):
+        load_model(tmp_path / "m")
+
+
+def test_a_config_json_that_is_not_an_object_and_truncated_weights_are_named(tmp_path):
+    from core.loading import EMBEDDED
+
+    shutil.copytree(EMBEDDED, tmp_path / "m")
+    config = tmp_path / "m" / "config.json"
+    for text, said in (("[1, 2]", "expected a JSON object, got list"), ("{", "Expecting property name")):
+        config.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(f"{config}: {said}")):
+            load_model(tmp_path / "m")
+    shutil.copy(EMBEDDED / "config.json", config)
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100_000])
+    with pytest.raises(ValueError, match=re.escape(f"{weights} is not a readable safetensors file")):
+        load_model(tmp_path / "m")
+
+
 def test_a_missing_folder_is_neither_a_checkpoint_nor_a_hub_id(tmp_path):
     with pytest.raises(ValueError, match="neither a checkpoint folder nor a hub id"):
         load_model(str(tmp_path / "no-such-folder"))
