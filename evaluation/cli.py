@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -244,6 +245,8 @@ def _int_list(text: str, flag: str, low: int) -> list[int]:
 def run_bench_command(args: argparse.Namespace) -> int:
     if args.warmup < 0:
         raise ValueError(f"--warmup must be a non-negative integer, got {args.warmup}")
+    if args.json is not None:
+        _check_writable_file(args.json, "--json")
     items, names = bench_items(args)
     shots = list(items)
     policies, values = args.policies.split(","), _value_lists(args)
@@ -283,6 +286,20 @@ def run_bench_command(args: argparse.Namespace) -> int:
         if args.json:
             _write_json(args.json, rows)
     return 0
+
+
+def _check_writable_file(path: str, flag: str) -> None:
+    """A ValueError naming `flag` unless a file can be written at `path` (its folders made): told before
+    the work, whose result would otherwise be lost at the end."""
+    target = Path(path)
+    if not path.strip() or target.is_dir():
+        raise ValueError(f"{flag} must name a file, got {path!r}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot make its folder ({e.strerror})") from None
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ValueError(f"{flag} {path}: cannot write there")
 
 
 def _write_json(path: str, value: object) -> None:

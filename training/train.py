@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import time
 from pathlib import Path
@@ -132,7 +133,11 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         init_number_rows(model, tokenizer.convert_tokens_to_ids(NUMBERS), args.number_init)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state_dir = Path(args.state)
-    start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
+    try:
+        start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
+    except (RuntimeError, KeyError, OSError) as e:  # e.g. a state saved by a run of another --dim
+        ap.error(f"--resume: the state in {state_dir} does not fit this run ({str(e).splitlines()[0]}); resume with "
+                 "the flags it was started with, or pass another --state")
     held_out = frozenset(p.prompt for p in make_split("test", 1000))
     n_params = sum(p.numel() for p in model.parameters())
     print(
@@ -218,4 +223,21 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.vocabulary == "words-0-shot" and (args.stories or args.max_shots):
         ap.error("--vocabulary words-0-shot has no story words and no worked-example frame: "
                  "use it with --stories 0 --max-shots 0")
+    # Before the training, which would otherwise be lost at its first save.
+    for flag, folder in (("--out", args.out), ("--state", args.state)):
+        problem = _unwritable(folder)
+        if problem:
+            ap.error(f"{flag} {folder!r}: {problem}")
+    if args.resume and not (Path(args.state) / "state.json").exists():
+        ap.error(f"--resume: {args.state} holds no saved state (no state.json)")
 
+
+def _unwritable(folder: str) -> str:
+    """What keeps a run from making and writing `folder`, or '' (made nothing: a later error leaves no trace)."""
+    if not folder.strip():
+        return "name a folder"
+    path = Path(folder).absolute()
+    there = next(p for p in (path, *path.parents) if p.exists())  # the root is always there
+    if not there.is_dir():
+        return f"{there} is a file"
+    return "" if os.access(there, os.W_OK) else f"{there} cannot be written"

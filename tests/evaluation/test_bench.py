@@ -129,6 +129,8 @@ def test_cli_writes_table_and_json(saved, tmp_path):
         (["--tau", "0.1,x"], "--tau must be a comma list of numbers, got '0.1,x'"),
         (["--tau", ","], "--tau must be a comma list of numbers, got none in ','"),  # not a bench without entropy
         (["--warmup", "-1"], "--warmup must be a non-negative integer, got -1"),
+        (["--json", "/"], "--json must name a file, got '/'"),  # a folder: told now, not after the bench
+        (["--json", "/proc/version/rows.json"], "--json /proc/version/rows.json: cannot make its folder"),
         (["--k", "1.5"], "k must be a non-negative integer, got 1.5"),
         (["--policies", "none,dual", "--tau", "0.3"], "--tau is a parameter of entropy, not of none, dual"),
         (["--drift", "--policies", "none,entropy"], "--drift probes one policy"),

@@ -39,7 +39,7 @@ TINY = [
 ]  # past warm-up: the cosine schedule is exercised
 
 
-def test_resume_is_exact_and_output_loads(tmp_path):
+def test_resume_is_exact_and_output_loads(tmp_path, capsys):
     straight, split = tmp_path / "straight", tmp_path / "split"
     train(["--out", str(straight / "model"), "--state", str(straight / "state"), *TINY])
     train(["--until", "2", "--out", str(split / "model"), "--state", str(split / "state"), *TINY])
@@ -54,6 +54,10 @@ def test_resume_is_exact_and_output_loads(tmp_path):
     model, tok = load_model(straight / "model")
     assert model.config.n_layers == 1 and tok.mask_token_id == model.config.mask_token_id
     assert (model.config.gen_len, model.config.block_len, model.config.max_seq_len) == (256, 32, 1024)
+    with pytest.raises(SystemExit) as exit_info:  # the paused run's state, resumed as a wider model
+        train(["--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY, "--dim", "64"])
+    assert exit_info.value.code == 2 and f"--resume: the state in {split / 'state'} does not fit this run" in (
+        capsys.readouterr().err)
 
 
 def test_task_answers_are_exact():
@@ -353,6 +357,21 @@ def test_warm_start_keeps_every_weight_and_matches_embedding_rows_by_token(tmp_p
     for name, weight in target.state_dict().items():
         if name not in ("embed.weight", "lm_head.weight"):
             assert torch.equal(weight, source.state_dict()[name]), name
+
+
+def test_output_folders_that_cannot_be_written_and_a_resume_without_state_are_refused_before_training(
+        tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    for flags, message in (
+        (["--out", str(tmp_path / "file" / "m")], f"--out {str(tmp_path / 'file' / 'm')!r}: {tmp_path / 'file'} is a "
+                                                  "file"),
+        (["--state", ""], "--state '': name a folder"),
+        (["--resume"], f"--resume: {tmp_path / 's'} holds no saved state (no state.json)"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            train(["--out", str(tmp_path / "m"), "--state", str(tmp_path / "s"), *TINY, *flags])
+        assert exit_info.value.code == 2 and f"error: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists() and not (tmp_path / "m").exists()
 
 
 def test_init_from_a_folder_without_a_model_is_refused(tmp_path, capsys):
