@@ -10,7 +10,7 @@ for 495,360) and refuses the largest race the controls allow (gen 512 after a lo
 the CPU for minutes). A GPU decodes an 8B model about as fast as a CPU does the embedded one, so its
 budget is larger by GPU_FACTOR (the long LLaDA and Dream examples fit it before their tokenizer is
 loaded, counted at a token a byte). A sweep's work is counted in decodes (the exact decoder and every
-tau x k setting, for every prompt). No gradio here.
+tau x k setting, for every prompt), and their work as a race's is counted. No gradio here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 CPU_POSITIONS = 600_000  # a race's or a drift run's positions x steps, summed over its decodes, on the CPU
 CPU_SWEEP_DECODES = 200  # a sweep's decodes on the CPU (the default sweep: 36)
+# and their positions x steps, summed: 200 decodes of a short prompt at the embedded model's gen 256
+CPU_SWEEP_POSITIONS = 16_000_000
 GPU_FACTOR = 10  # on a GPU, both budgets times this
 
 
@@ -47,10 +49,18 @@ def check_decodes(decodes: list[Decode], device: str) -> int:
     return work
 
 
-def check_sweep(decodes: int, device: str) -> int:
-    """A sweep's decodes, or a ValueError naming the budget and the decodes asked."""
-    budget = sweep_budget(device)
+def check_sweep(prompts: list[Decode], settings: int, device: str) -> int:
+    """A sweep's decodes (each of `prompts` at `settings` settings), or a ValueError naming the budget it is
+    over and what it asked: its decodes, or their work (long prompts at a long gen length)."""
+    decodes, budget = len(prompts) * settings, sweep_budget(device)
     if decodes > budget:
         raise ValueError(f"This sweep asks for {decodes} decodes; a sweep on the {device.upper()} may ask for at most "
                          f"{budget}. List fewer tau or k values, or fewer prompts.")
+    work = settings * sum(d.positions * d.steps for d in prompts)
+    most = CPU_SWEEP_POSITIONS * (GPU_FACTOR if device == "cuda" else 1)
+    if work > most:
+        longest = max(prompts, key=lambda d: d.positions)
+        raise ValueError(f"This sweep asks for {work:,} positions of work ({decodes} decodes, the longest "
+                         f"{longest.positions} positions x {longest.steps} steps); a sweep on the {device.upper()} may "
+                         f"ask for at most {most:,}. Shorten the prompts or the gen length, or list fewer values.")
     return decodes

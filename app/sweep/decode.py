@@ -71,7 +71,12 @@ class SweepParams:
     @property
     def decodes(self) -> int:
         """How many decodes the sweep runs: the exact decoder's and every (tau, k)'s, for every prompt."""
-        return self.count * (1 + len(self.taus) * len(self.ks))
+        return self.count * self.settings
+
+    @property
+    def settings(self) -> int:
+        """The settings each prompt is decoded at: the exact decoder, then every (tau, k)."""
+        return 1 + len(self.taus) * len(self.ks)
 
     def name(self, i: int) -> str:
         """How a message names the sweep's i-th prompt (from 0)."""

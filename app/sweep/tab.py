@@ -25,9 +25,9 @@ from gradio.blocks import Block
 from app.controls.declared import DECODE_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
 from app.controls.sent import check_choice
-from app.serving.budget import check_sweep
+from app.serving.budget import Decode, check_sweep
 from app.serving.context import AppContext
-from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice
+from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice, most_tokens
 from app.serving.runner import Outputs, TabRunner, TabView
 from app.sweep.decode import (
     DECODING,
@@ -223,13 +223,15 @@ class SweepTab:
             sweep = {key: value for key, value in sent.items() if key != "metric"}
             params = parse_sweep(**sweep, models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
             shown = _metric(sent.get("metric"))
+            lengths = []
             for i, item in enumerate(params.items()):  # a prompt the model cannot read is told before decoding
                 try:
-                    self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
+                    ids = self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
-            choice = self.ctx.registry.choice(params.model)
-            check_sweep(params.decodes, choice.device)
+                lengths.append(len(ids) if ids is not None else most_tokens(item.prompt))
+            choice, c = self.ctx.registry.choice(params.model), params.config
+            check_sweep([Decode(n + c.gen_len, c.steps or c.gen_len) for n in lengths], params.settings, choice.device)
             command = cli_command(params, model_flag(choice), choice.device)
             return SweepView(params, choice, shown, self.panels, command)
 

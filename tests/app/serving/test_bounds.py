@@ -15,7 +15,15 @@ from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import DEFAULT_PRESET
 from app.controls.run import RawRun, check_run
 from app.serving.admission import BUSY, PER_VISITOR, Admission, visitor_of
-from app.serving.budget import CPU_POSITIONS, CPU_SWEEP_DECODES, GPU_FACTOR, Decode, check_decodes, check_sweep
+from app.serving.budget import (
+    CPU_POSITIONS,
+    CPU_SWEEP_DECODES,
+    CPU_SWEEP_POSITIONS,
+    GPU_FACTOR,
+    Decode,
+    check_decodes,
+    check_sweep,
+)
 from app.serving.listener import MAX_UNREAD, unread, unread_check
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.runner import TabRunner, TabView
@@ -37,11 +45,19 @@ def test_the_work_budget_names_its_limit_and_what_was_asked() -> None:
                             "x 400 steps); a run on the CPU may ask for at most 600,000. Shorten the prompt or the gen "
                             "length, or decode fewer steps.")
     assert check_decodes([Decode(1001, 400)] * GPU_FACTOR, "cuda") == 1001 * 400 * GPU_FACTOR
-    assert check_sweep(CPU_SWEEP_DECODES, "cpu") == CPU_SWEEP_DECODES
-    most = MAX_PROBLEMS * (1 + MAX_TAUS * MAX_KS)  # the largest sweep the controls allow
-    with pytest.raises(ValueError, match=f"^This sweep asks for {most} decodes; a sweep on the CPU may ask for at "
-                                         f"most {CPU_SWEEP_DECODES}. List fewer"):
-        check_sweep(most, "cpu")
+    short = Decode(80, 100)  # 8,000 positions of work a decode
+    assert check_sweep([short] * 20, CPU_SWEEP_DECODES // 20, "cpu") == CPU_SWEEP_DECODES
+    settings = 1 + MAX_TAUS * MAX_KS  # the largest sweep the controls allow
+    with pytest.raises(ValueError, match=f"^This sweep asks for {MAX_PROBLEMS * settings} decodes; a sweep on the CPU "
+                                         f"may ask for at most {CPU_SWEEP_DECODES}. List fewer"):
+        check_sweep([short] * MAX_PROBLEMS, settings, "cpu")
+    long = Decode(901, 512)  # a 389-token prompt at gen 512: within the decodes, not the work
+    assert check_sweep([long] * 4, 8, "cuda") == 32
+    with pytest.raises(ValueError) as e:
+        check_sweep([short] + [long] * 19, 9, "cpu")  # 180 decodes: within their count
+    assert str(e.value) == (f"This sweep asks for {9 * (8_000 + 19 * 901 * 512):,} positions of work (180 decodes, the "
+                            "longest 901 positions x 512 steps); a sweep on the CPU may ask for at most "
+                            f"{CPU_SWEEP_POSITIONS:,}. Shorten the prompts or the gen length, or list fewer values.")
 
 
 def test_the_paper_race_on_the_long_example_fits_the_budget_and_a_maximum_race_is_refused(registry) -> None:
@@ -156,7 +172,8 @@ def test_the_readme_states_the_limits_as_declared() -> None:
     for phrase in (f"*Runs under way*: {PER_VISITOR} per visitor per tab",
                    f"Gradio's queue holds {MAX_QUEUED} requests",
                    f"at most {CPU_POSITIONS:,} on the CPU and {CPU_POSITIONS * GPU_FACTOR:,} on a GPU",
-                   f"a sweep at most {CPU_SWEEP_DECODES} decodes ({CPU_SWEEP_DECODES * GPU_FACTOR:,} on a GPU)",
+                   f"a sweep at most {CPU_SWEEP_DECODES} decodes ({CPU_SWEEP_DECODES * GPU_FACTOR:,} on a GPU) and "
+                   f"{CPU_SWEEP_POSITIONS:,} positions of work ({CPU_SWEEP_POSITIONS * GPU_FACTOR:,} on a GPU)",
                    f"stops once {MAX_UNREAD} are waiting", f"at most {MAX_STORED_BYTES >> 20} MB",
                    f"and {MAX_REPLAYS} replays, one per session", f"longer than {MAX_ROW_BANDS:,} positions"):
         assert phrase in readme, phrase
