@@ -284,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--story", action="store_true", help="the first example (a story), none against EntropyCache")
     ap.add_argument("--max-seconds", type=float, default=900.0, help="stop starting races after this long")
     args = ap.parse_args(argv)
-    counts = [int(v) for v in args.visitors.split(",")]
+    try:
+        counts = [int(v) for v in args.visitors.split(",")]
+    except ValueError:
+        ap.error(f"--visitors must be a comma list of whole numbers, got {args.visitors!r}")
     if min(counts) < 1 or max(counts) > 16 or not 1 <= args.races <= 20:
         ap.error("--visitors must be in 1..16 and --races in 1..20")
     if not 0 <= args.no_app <= 50:

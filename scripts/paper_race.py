@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path, help="write every round's figures here")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be a positive integer, got {args.rounds}")
     torch.set_num_threads(decode_threads())  # the app's team
     registry = build_registry(cuda=False)
     choice = registry.choice(EMBEDDED_LABEL)

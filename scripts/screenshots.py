@@ -22,6 +22,7 @@ import torch  # noqa: E402
 
 from app.serving.device_thread import CPU_THREAD, decode_threads  # noqa: E402
 from app.serving.registry import build_registry  # noqa: E402
+from app.sweep.decode import MAX_PROBLEMS  # noqa: E402
 from app.ui import build_demo, launch  # noqa: E402
 from scripts.ports import free_port  # noqa: E402
 
@@ -72,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "docs")
     ap.add_argument("--sweep-prompts", type=int, default=4, help="held-out stories the Sweep decodes")
     args = ap.parse_args(argv)
+    if not 1 <= args.sweep_prompts <= MAX_PROBLEMS:
+        ap.error(f"--sweep-prompts must be in [1, {MAX_PROBLEMS}], got {args.sweep_prompts}")
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--as-served", action="store_true", help="race the page's default race, not the short one")
     args = ap.parse_args(argv)
+    if args.sessions < 1:
+        ap.error(f"--sessions must be a positive integer, got {args.sessions}")
     scenario = Scenario.as_served(build_registry(cuda=False)) if args.as_served else Scenario.short()
     url, server = serve()
     try:
