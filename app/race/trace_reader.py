@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
+from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
 from core.decoder import DecodeConfig
@@ -25,6 +25,7 @@ MAX_PIECES = 200_000
 MAX_CHARS = 200  # one token's text
 MAX_TEXT = 500_000  # a final text, a prompt
 MAX_STEP_S = 3600.0
+PEER_PARAMS = {control.param.name for control in PEER_CONTROLS.values()}
 MAX_LAYERS = 256  # past every model the app serves (LLaDA-8B: 32, Dream-7B: 28)
 MAX_WORK = position_budget("cuda")  # positions x steps over the lanes: the most a race the app runs may do
 MAX_INT_DIGITS = len(str(2**63))  # the longest whole number a trace may spell out
@@ -120,6 +121,8 @@ def _settings(raw: object) -> dict:
             raise ValueError(f"settings.{name}: {e}") from None
     compared = _object(s["compared_params"], "settings.compared_params", (), optional=True)
     for name, value in compared.items():
+        if name not in PEER_PARAMS:  # a name the message repeats: one the app declares, never the trace's own text
+            raise ValueError(f"settings.compared_params: {_show(name)} is no compared policy's parameter")
         _number(value, f"settings.compared_params.{name}", -1e9, 1e9)
     return s
 

@@ -173,6 +173,7 @@ DELETE = object()
         ("prompt_ids", "1 2 3", "prompt_ids: expected a list, got text"),
         ("model.n_layers", 257, "model.n_layers: expected"),
         ("model.sep", "<", "model.sep: expected ' ' or '', got '<'"),
+        ("settings.compared_params", {"\udcff" * 100: 1}, "settings.compared_params: '\\udcff"),  # escaped, cut
     ],
 )
 def test_a_malformed_trace_gets_a_clear_error(recorded, path, value, message) -> None:
