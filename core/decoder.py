@@ -111,8 +111,14 @@ class DecodeConfig:
         return self.steps is not None and self.steps < self.gen_len
 
     @property
+    def max_steps(self) -> int:
+        """The most steps the decode takes: `steps`, else gen_len (one token a step; with a threshold, at
+        least one a step)."""
+        return self.steps or self.gen_len
+
+    @property
     def steps_per_block(self) -> int:
-        return (self.steps or self.gen_len) // (self.gen_len // self.block_len)
+        return self.max_steps // (self.gen_len // self.block_len)
 
 
 DecodeConfig.parameters = tuple(Param(f.name, **f.metadata["param"]) for f in fields(DecodeConfig)

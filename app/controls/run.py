@@ -17,7 +17,7 @@ from typing import NamedTuple
 from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
 from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_decodes
-from app.serving.registry import ModelChoice, ModelRegistry, most_tokens
+from app.serving.registry import ModelChoice, ModelRegistry, prompt_tokens
 from core.decoder import DecodeConfig
 from core.loading import chat_prompt_ids, check_unicode
 from core.policies import CachePolicy, make_policy
@@ -92,7 +92,7 @@ class Run:
     def max_steps(self) -> int:
         """The most steps a lane takes: one token per step, or `steps`. (With a threshold a block runs
         until it is done, at least one token a step: gen length steps at most.)"""
-        return max(lane.config.steps or lane.config.gen_len for lane in self.lanes)
+        return max(lane.config.max_steps for lane in self.lanes)
 
 
 @dataclass(frozen=True)
@@ -136,12 +136,11 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
     ids = registry.check_prompt(choice.label, text)
-    prompt_len = len(ids) if ids is not None else most_tokens(text)
+    prompt_len = prompt_tokens(ids, text)
     settings = {"prompt": text, "model": choice.label, "policy": str(raw.policy), **values, "compared_params": own}
     lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (
         LaneRun("left", _picked(str(raw.policy), own, ours), config),)
-    check_decodes([Decode(prompt_len + lane.config.gen_len, lane.config.steps or lane.config.gen_len)
-                   for lane in lanes], choice.device)
+    check_decodes([Decode.of(prompt_len, lane.config) for lane in lanes], choice.device)
     return Run(text, choice, config, lanes, settings, None if ids is None else tuple(ids))
 
 

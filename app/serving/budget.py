@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from core.decoder import DecodeConfig
+
 CPU_POSITIONS = 600_000  # a race's or a drift run's positions x steps, summed over its decodes, on the CPU
 CPU_SWEEP_DECODES = 200  # a sweep's decodes on the CPU (the default sweep: 36)
 # and their positions x steps, summed: 200 decodes of a short prompt at the embedded model's gen 256
@@ -28,6 +30,10 @@ class Decode(NamedTuple):
     """One decode of a request: its positions (prompt + response) and the most steps it takes."""
     positions: int
     steps: int
+
+    @classmethod
+    def of(cls, prompt_len: int, config: DecodeConfig) -> Decode:
+        return cls(prompt_len + config.gen_len, config.max_steps)
 
 
 def position_budget(device: str) -> int:

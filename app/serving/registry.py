@@ -143,6 +143,12 @@ class ModelRegistry:
         torch.cuda.empty_cache()
 
 
+def prompt_tokens(ids: list[int] | None, prompt: str) -> int:
+    """The prompt's length in tokens: its ids' (ModelRegistry.check_prompt), or most_tokens where the
+    model's tokenizer was not at hand."""
+    return len(ids) if ids is not None else most_tokens(prompt)
+
+
 def most_tokens(prompt: str) -> int:
     """The most tokens a byte-level tokenizer's chat template makes of `prompt`: a token per UTF-8 byte
     at most, and the template's CHAT_FRAME_TOKENS."""

@@ -27,7 +27,7 @@ from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
 from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_sweep
 from app.serving.context import AppContext
-from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice, most_tokens
+from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice, prompt_tokens
 from app.serving.runner import Outputs, TabRunner, TabView
 from app.sweep.decode import (
     DECODING,
@@ -229,9 +229,9 @@ class SweepTab:
                     ids = self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
-                lengths.append(len(ids) if ids is not None else most_tokens(item.prompt))
-            choice, c = self.ctx.registry.choice(params.model), params.config
-            check_sweep([Decode(n + c.gen_len, c.steps or c.gen_len) for n in lengths], params.settings, choice.device)
+                lengths.append(prompt_tokens(ids, item.prompt))
+            choice = self.ctx.registry.choice(params.model)
+            check_sweep([Decode.of(n, params.config) for n in lengths], params.settings, choice.device)
             command = cli_command(params, model_flag(choice), choice.device)
             return SweepView(params, choice, shown, self.panels, command)
 
