@@ -15,6 +15,7 @@ A refused input is told in the status line, the other panels left as they were.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -73,6 +74,8 @@ DONE = ("Sweep done: {n} prompt{s}{greedy}. Pick a point (or a table row) to see
         'the Race and Drift tabs. <span class="ec-note">The same sweep from the command line: '
         "<code>{command}</code></span>")
 NO_SWEEP = "Run a sweep first: then pick a point to see its texts."
+# The prompts box, once it holds text, picks "your prompts" (inputs: the box, the choice; its output: the choice).
+PICK_OWN_PROMPTS = f"(text, picked) => [typeof text === 'string' && text.trim() ? {json.dumps(OWN_PROMPTS)} : picked]"
 # What this tab offers a visitor whose prompt line the model cannot read: its held-out sets, not examples.
 HELD_OUT_INSTEAD = "pick one of the held-out sets under prompts, or write lines like them."
 
@@ -364,8 +367,9 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
             **dict(zip(DECODING, decoding)), "metric": metric}
     wire_run(run, stop, ctx, tab.run, sent, panels.outputs(), "sweep", status)
     model.change(tab.on_model, model, [*decoding[:2], status], api_visibility="private")
-    prompts.change(lambda text, picked: OWN_PROMPTS if isinstance(text, str) and text.strip() else picked,
-                   [prompts, task], task, queue=False, api_visibility="private")  # prompts typed or pasted: sweep them
+    # Prompts typed or pasted: sweep them. Picked in the page, not by a round trip to the server, so that a
+    # Run pressed right after a paste already sends "your prompts".
+    prompts.change(None, [prompts, task], task, js=PICK_OWN_PROMPTS, api_visibility="private")
     metric.change(tab.redraw, [metric, panels.result], [panels.plot, status, metric], queue=False,
                   api_visibility="private")
     picked = [*tab.picked_outputs().values(), panels.result]

@@ -498,6 +498,8 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
     stories = [item.prompt for item in held_out("stories", 3)]
     page.get_by_role("tab", name="Sweep").click(timeout=60_000)
     page.locator("#sweep-prompts textarea").fill("hello there")
+    # picked in the page, with no round trip to the server: a Run pressed right away already sweeps these prompts
+    assert page.locator('#sweep-task input[value="your prompts"]').is_checked()
     page.locator("#sweep-run-btn").click(timeout=60_000)
     page.wait_for_function("document.querySelector('#sweep-banner').innerText.includes('held-out sets')",
                            timeout=60_000)
