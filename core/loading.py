@@ -159,6 +159,8 @@ def _check_device(device: str | torch.device) -> torch.device:
         device = torch.device(device)
     except RuntimeError:
         raise ValueError(f"unknown device {str(device)!r}; use cpu, cuda or cuda:N") from None
+    if device.type not in ("cpu", "cuda"):  # torch knows mps, xla, meta...: the decoder runs on none of them
+        raise ValueError(f"device {str(device)!r} is not one the decoder runs on; use cpu, cuda or cuda:N")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda was asked for, but this machine has no CUDA GPU")
     return device

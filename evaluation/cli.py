@@ -17,8 +17,6 @@ reported before the model is loaded, which for an 8B checkpoint takes minutes. E
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -41,6 +39,7 @@ from core.policies.params import Param
 from evaluation.bench import bench_progress, bench_rows, contenders_from, format_table
 from evaluation.diagnostics import drift_report, format_drift
 from evaluation.forward_cost import forward_costs, weight_bytes
+from evaluation.outputs import check_writable, write_json
 from evaluation.tasks import TASKS, held_out, own_items, prompt_lines
 from evaluation.tasks.word_problems import example_prompt
 
@@ -63,6 +62,7 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--fusion", choices=FUSION_MODES, default=FUSION_MODES[0], help=FUSION_HELP)
 
 
+FORWARD_LENGTH = 601  # bench --forward-rows: a 4-shot word problem and a 256-token canvas
 BY_MODEL = ("gen_len", "block_len")  # the model's own unless given (DecodeConfig.for_model)
 FLAGS = {"block_len": "--block"}  # a decode setting's flag, where it is not --name
 
@@ -187,7 +187,8 @@ def bench_items(args: argparse.Namespace) -> tuple[dict, list[str]]:
         n = 50 if args.n is None else args.n
         if not 1 <= n <= 1000:
             raise ValueError(f"--n must be in [1, 1000], got {n}")
-        shots = _int_list(args.shots or "0", "--shots", 0)  # a list: one bench per count (a context sweep)
+        # a list: one bench per count (a context sweep)
+        shots = _int_list("0" if args.shots is None else args.shots, "--shots", 0)
         return {k: held_out(bench_task(args), n, k) for k in shots}, []
     given = [flag for flag in ("task", "n", "shots") if getattr(args, flag) is not None]
     if given:
@@ -223,11 +224,22 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row_counts(text: str, length: int) -> list[int]:
-    """--forward-rows as positive integers (a count >= length times a full forward)."""
+def _forward_rows(args: argparse.Namespace) -> tuple[list[int], int]:
+    """--forward-rows as positive integers (a count >= the length times a full forward) and --length,
+    checked against the model's positions in its config.json (a longer cache is none it decodes with);
+    no counts without --forward-rows."""
+    if args.forward_rows is None:
+        if args.length is not None:
+            raise ValueError("--length is the cache length of --forward-rows: pass it with --forward-rows")
+        return [], 0
+    counts = _int_list(args.forward_rows, "--forward-rows", 1)
+    length = FORWARD_LENGTH if args.length is None else args.length
     if length < 1:
         raise ValueError(f"--length must be a positive integer, got {length}")
-    return _int_list(text, "--forward-rows", 1)
+    cfg, _, _ = read_config(resolve(args.model))
+    if length > cfg.max_seq_len:
+        raise ValueError(f"--length {length} exceeds the model's {cfg.max_seq_len} positions")
+    return counts, length
 
 
 def _int_list(text: str, flag: str, low: int) -> list[int]:
@@ -246,7 +258,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if args.warmup < 0:
         raise ValueError(f"--warmup must be a non-negative integer, got {args.warmup}")
     if args.json is not None:
-        _check_writable_file(args.json, "--json")
+        check_writable(args.json, "--json")
     items, names = bench_items(args)
     shots = list(items)
     policies, values = args.policies.split(","), _value_lists(args)
@@ -255,7 +267,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if args.drift and len(contenders) != 1:
         raise ValueError("--drift probes one policy: pass exactly one, e.g. --policies entropy --tau 1")
     settings = decode_settings(args)
-    row_counts = _row_counts(args.forward_rows, args.length) if args.forward_rows else []
+    row_counts, length = _forward_rows(args)
     if not row_counts:
         prompts = [item.prompt for some in items.values() for item in some]
         check_prompts_fit(args.model, prompts, settings.get("gen_len"), names)
@@ -265,14 +277,14 @@ def run_bench_command(args: argparse.Namespace) -> int:
     task = bench_task(args)
     config = DecodeConfig.for_model(model.config, task=task, **settings)  # with the task's declared settings
     if row_counts:
-        _print_forward_costs(model, args.length, row_counts)
+        _print_forward_costs(model, length, row_counts)
     elif args.drift:
         c = contenders[0]
         report = drift_report(model, tokenizer, [item.prompt for item in items[shots[0]]], c.policy, c.params, config)
         print(f"policy: {c.label}, {task or 'your prompts'}")
         print(format_drift(report))
         if args.json:
-            _write_json(args.json, {"policy": c.label, "task": task, **report})
+            write_json(args.json, {"policy": c.label, "task": task, **report})
     else:
         rows = []
         for k, some in items.items():  # one interleaved bench per context length
@@ -284,28 +296,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
                 print(f"CUDA graphs captured in {captured:.2f}s in all (in no decode's time)")
             rows += result if k is None else [{"shots": k, **row} for row in result]
         if args.json:
-            _write_json(args.json, rows)
+            write_json(args.json, rows)
     return 0
-
-
-def _check_writable_file(path: str, flag: str) -> None:
-    """A ValueError naming `flag` unless a file can be written at `path` (its folders made): told before
-    the work, whose result would otherwise be lost at the end."""
-    target = Path(path)
-    if not path.strip() or target.is_dir():
-        raise ValueError(f"{flag} must name a file, got {path!r}")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"{flag} {path}: cannot make its folder ({e.strerror})") from None
-    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise ValueError(f"{flag} {path}: cannot write there")
-
-
-def _write_json(path: str, value: object) -> None:
-    """`value` as indented JSON at `path`, its folders made."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(value, indent=1) + "\n")
 
 
 def _lm_eval():
@@ -330,6 +322,7 @@ def run_lm_eval_task(args: argparse.Namespace) -> int:
         raise ValueError(f"--n must be in [1, 1000], got {args.n}")
     if not 0 <= args.shots <= 8:
         raise ValueError(f"--shots must be in [0, 8], got {args.shots}")
+    check_writable(args.out, "--out", folder=True)
     _, lm_eval_export = _lm_eval()
     name = lm_eval_export.write_task(args.out, args.n, args.shots)
     print(f"wrote task {name} to {args.out}: lm-eval ... --include_path {args.out} --tasks {name} "
@@ -379,8 +372,8 @@ def parser() -> argparse.ArgumentParser:
                        "for every prompt (per_prompt: text, tokens, first divergence, full steps); with "
                        "--drift, the drift report")
     bench.add_argument("--forward-rows", default=None, help="instead: time one forward per row count, e.g. 601,18,2")
-    bench.add_argument("--length", type=int, default=601,
-                       help="cache length for --forward-rows (default: a 4-shot prompt + gen 256)")
+    bench.add_argument("--length", type=int, default=None,
+                       help=f"cache length for --forward-rows (default: {FORWARD_LENGTH}, a 4-shot prompt + gen 256)")
     bench.add_argument("--drift", action="store_true", help="instead: entropy-vs-drift correlation and volatility")
     add_decoding_args(bench, lists=True)
     bench.set_defaults(run=run_bench_command)

@@ -17,7 +17,6 @@ panel shows against evaluation.forward_cost's for the same length and rows. Run 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -37,6 +36,7 @@ from core.decoder import DecodeConfig  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from evaluation.bench import Contender, bench_progress, bench_rows  # noqa: E402
 from evaluation.forward_cost import TimeSplit, forward_costs  # noqa: E402
+from evaluation.outputs import unwritable, write_json  # noqa: E402
 from evaluation.tasks import held_out  # noqa: E402
 
 
@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error(f"--rounds must be a positive integer, got {args.rounds}")
+    if args.json and (problem := unwritable(args.json)):  # before the rounds, whose figures it would lose
+        ap.error(f"--json {str(args.json)!r}: {problem}")
     torch.set_num_threads(decode_threads())  # the app's team
     registry = build_registry(cuda=False)
     choice = registry.choice(EMBEDDED_LABEL)
@@ -112,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{med['partial_ms'] / med['forward_cost_partial_ms']:.3f}; every answer the same: "
           f"{all(r['same_answer'] for r in rounds)}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rounds, indent=1) + "\n")
+        write_json(args.json, rounds)
     return 0
 
 

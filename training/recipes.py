@@ -15,6 +15,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluation.outputs import unwritable
 from training import train
 from training.state import saved_state
 
@@ -140,6 +141,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.steps is not None and args.steps < 1:
         ap.error(f"--steps must be a positive integer, got {args.steps}")
+    if problem := unwritable(args.out, folder=True):  # before a stage, whose own check would name its subfolder
+        ap.error(f"--out {args.out!r}: {problem}")
     if args.dry_run:
         print(command_lines(args.recipe, Path(args.out), args.steps))
         return 0

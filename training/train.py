@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from core.config import ModelConfig
 from core.decoder import DecodeConfig
 from core.loading import read_config
 from core.model import DiffusionTransformer
+from evaluation.outputs import unwritable
 from evaluation.tasks.word_problems import NUMBERS, make_split
 from training.batches import GEN_LEN, MAX_SHOTS, VOCABULARIES, make_batch, pick_kind, vocabulary
 from training.checkpoint import save_own_model
@@ -225,19 +225,8 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                  "use it with --stories 0 --max-shots 0")
     # Before the training, which would otherwise be lost at its first save.
     for flag, folder in (("--out", args.out), ("--state", args.state)):
-        problem = _unwritable(folder)
-        if problem:
+        if problem := unwritable(folder, folder=True):
             ap.error(f"{flag} {folder!r}: {problem}")
     if args.resume and not (Path(args.state) / "state.json").exists():
         ap.error(f"--resume: {args.state} holds no saved state (no state.json)")
 
-
-def _unwritable(folder: str) -> str:
-    """What keeps a run from making and writing `folder`, or '' (made nothing: a later error leaves no trace)."""
-    if not folder.strip():
-        return "name a folder"
-    path = Path(folder).absolute()
-    there = next(p for p in (path, *path.parents) if p.exists())  # the root is always there
-    if not there.is_dir():
-        return f"{there} is a file"
-    return "" if os.access(there, os.W_OK) else f"{there} cannot be written"

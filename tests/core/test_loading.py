@@ -139,6 +139,9 @@ def test_a_bad_tensor_is_named(llada_dir, edit, message):
 def test_bad_devices_are_clear_errors(llada_dir):
     with pytest.raises(ValueError, match="unknown device 'gpu0'"):
         load_model(llada_dir, device="gpu0")
+    for other in ("mps", "meta"):  # devices torch knows, the decoder does not run on
+        with pytest.raises(ValueError, match=f"device '{other}' is not one the decoder runs on; use cpu, cuda"):
+            load_model(llada_dir, device=other)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA GPU"):
             load_model(llada_dir, device="cuda")

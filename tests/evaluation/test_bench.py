@@ -129,8 +129,11 @@ def test_cli_writes_table_and_json(saved, tmp_path):
         (["--tau", "0.1,x"], "--tau must be a comma list of numbers, got '0.1,x'"),
         (["--tau", ","], "--tau must be a comma list of numbers, got none in ','"),  # not a bench without entropy
         (["--warmup", "-1"], "--warmup must be a non-negative integer, got -1"),
-        (["--json", "/"], "--json must name a file, got '/'"),  # a folder: told now, not after the bench
-        (["--json", "/proc/version/rows.json"], "--json /proc/version/rows.json: cannot make its folder"),
+        (["--json", "/"], "--json '/': / is a folder, not a file"),  # told now, not after the bench
+        (["--json", "/proc/version/rows.json"], "--json '/proc/version/rows.json': /proc/version is a file"),
+        (["--shots", ""], "--shots must be a non-negative integer or a comma list of them, got ''"),  # not unset
+        (["--forward-rows", ""], "--forward-rows must be a positive integer or a comma list of them, got ''"),
+        (["--length", "50"], "--length is the cache length of --forward-rows: pass it with --forward-rows"),
         (["--k", "1.5"], "k must be a non-negative integer, got 1.5"),
         (["--policies", "none,dual", "--tau", "0.3"], "--tau is a parameter of entropy, not of none, dual"),
         (["--drift", "--policies", "none,entropy"], "--drift probes one policy"),

@@ -2,6 +2,7 @@
 saved model: one test per command here (bench: tests/evaluation/test_bench.py, training:
 tests/training/test_train.py), and the shared flags."""
 
+import json
 import os
 import subprocess
 import sys
@@ -57,6 +58,23 @@ def test_generate_bad_input(model_dir, args, message):
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_an_output_folder_or_a_cache_length_that_cannot_be_is_refused(model_dir, tmp_path, capsys, monkeypatch):
+    """In-process (main): each is refused by name before anything is written or loaded."""
+    from evaluation.cli import main
+
+    (tmp_path / "file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    positions = json.loads((model_dir / "config.json").read_text())["max_seq_len"]
+    for argv, message in (
+        (["lm-eval-task", "--out", ""], "--out '': name a folder"),  # not the working folder
+        (["lm-eval-task", "--out", "file"], f"--out 'file': {tmp_path / 'file'} is a file, not a folder"),
+        (["bench", "--model", str(model_dir), "--forward-rows", "2", "--length", str(positions + 1)],
+         f"--length {positions + 1} exceeds the model's {positions} positions"),
+    ):
+        assert main(argv) == 2 and f"error: {message}" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_unknown_words_are_named_with_what_the_model_reads(model_dir):

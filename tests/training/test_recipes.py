@@ -6,6 +6,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 
 from core.decoder import DecodeConfig, generate
@@ -59,6 +60,18 @@ def test_the_recipe_resumes_and_makes_the_shipped_models_config_and_vocabulary(t
     assert (model_dir / "model.safetensors").read_bytes() == weights
     assert main(["recipe", RECIPE, "--out", str(out), "--steps", "3"]) == 2  # never mixes two runs' settings
     assert "was trained with --steps 2, this run asks for 3" in capsys.readouterr().err
+
+
+def test_a_recipe_folder_that_cannot_be_written_is_refused_before_any_stage(tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    for out, message in (("", "--out '': name a folder"),  # not the working folder's stages
+                         ("file", f"--out 'file': {tmp_path / 'file'} is a file, not a folder")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["recipe", RECIPE, "--out", out])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and f"recipe: error: {message}" in err and "training train" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_the_stages_are_the_runs_that_made_the_shipped_model():
