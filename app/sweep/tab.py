@@ -276,7 +276,8 @@ class SweepTab:
     def pick_row(self, metric: str, result: SweepResult | None, evt: gr.SelectData) -> Outputs:
         """A clicked table row, looked up in the session's own results."""
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if result is None or not isinstance(row, int) or not 0 <= row < len(result.rows):  # only a client sends one
+        # A bad row comes only from a client, which may send True (an int to isinstance): no row 1.
+        if result is None or type(row) is not int or not 0 <= row < len(result.rows):
             raise ValueError(f"There is no row {shown_value(row)} in this session's sweep: pick one of its rows.")
         shown = _metric(metric)
         params = result.rows[row]["params"]

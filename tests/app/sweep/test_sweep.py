@@ -305,6 +305,9 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert "Unknown y axis 'speed'" in refusal(s.redraw("speed", result), s)
     assert "Unknown y axis 'speed'" in refusal(s.pick_point("[0.5, 2, 1]", "speed", result), s)
     assert "Unknown y axis" in refusal(s.pick_row("speed", result, SimpleNamespace(index=[1, 0])), s)
+    for row in (True, 9, -1, "1"):  # a client's row: True is no row 1
+        said = refusal(s.pick_row("accuracy", result, SimpleNamespace(index=[row, 0])), s)
+        assert f"There is no row {row!r} in this session's sweep" in said
     for bad, message in (("[13, 2]", "in [0, 12], got 13"), ("[0.5, 1.5]", "must be an integer in"),
                          ("oops", "must be [tau, k]"),  # the issue: never the json parser's own text
                          ("[0.5]", "must be [tau, k]"), ('["a", 2]', "must be a number")):
