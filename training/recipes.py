@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evaluation.outputs import unwritable
 from training import train
-from training.state import saved_state
+from training.state import changed_setting, saved_state
 
 Setting = int | float | str
 
@@ -122,11 +122,8 @@ def _run_stage(recipe: str, stage: Stage, out: Path, steps: int | None, head: st
 def _check_same_settings(state_dir: Path, saved: dict, stage: Stage, args: argparse.Namespace) -> None:
     """Refuse to go on from a stage whose saved state was trained with other settings (`saved`: another
     --steps, or a recipe changed since): resuming it would mix two runs in one model."""
-    for flag in dict.fromkeys(["steps", *stage.settings]):
-        dest = flag.replace("-", "_")
-        if saved.get(dest) != getattr(args, dest):
-            raise ValueError(f"{state_dir} was trained with --{flag} {saved.get(dest)}, this run asks for "
-                             f"{getattr(args, dest)}: pass another --out, or the settings it was started with")
+    if change := changed_setting(saved, args, ["steps", *stage.settings]):
+        raise ValueError(f"{state_dir} {change}: pass another --out, or the settings it was started with")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -51,3 +52,20 @@ def saved_state(state_dir: Path) -> dict | None:
     or None where no state was saved yet."""
     state_file = state_dir / "state.json"
     return json.loads(state_file.read_text()) if state_file.exists() else None
+
+
+# What a resumed run may change: where it writes, when it pauses or saves, and what it started from (the
+# saved weights replace that). Every other flag shapes the model: another value would mix two runs in one.
+MAY_CHANGE_ON_RESUME = frozenset({"out", "state", "resume", "until", "pause_after", "save_every", "init_from"})
+
+
+def changed_setting(saved_args: dict, args: argparse.Namespace, names: Iterable[str] | None = None) -> str:
+    """The first flag among `names` (flag spellings; default: every saved flag a resumed run may not
+    change) whose value in `args` is not the saved run's, said as 'was trained with --x A, this run asks
+    for B'; '' when there is none."""
+    names = [n for n in saved_args if n not in MAY_CHANGE_ON_RESUME] if names is None else names
+    for flag in (name.replace("_", "-") for name in names):
+        dest = flag.replace("-", "_")
+        if hasattr(args, dest) and saved_args.get(dest) != getattr(args, dest):
+            return f"was trained with --{flag} {saved_args.get(dest)}, this run asks for {getattr(args, dest)}"
+    return ""

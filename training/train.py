@@ -39,7 +39,7 @@ from training.batches import GEN_LEN, MAX_SHOTS, VOCABULARIES, make_batch, pick_
 from training.checkpoint import save_own_model
 from training.init_weights import init_number_rows, warm_start
 from training.objective import diffusion_loss
-from training.state import load_state, save_state
+from training.state import changed_setting, load_state, save_state, saved_state
 from training.word_tokenizer import build_tokenizer
 
 
@@ -133,6 +133,8 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         init_number_rows(model, tokenizer.convert_tokens_to_ids(NUMBERS), args.number_init)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     state_dir = Path(args.state)
+    if args.resume and (change := changed_setting(saved_state(state_dir)["args"], args)):
+        ap.error(f"--resume: {state_dir} {change}: resume with the flags it was started with, or pass another --state")
     try:
         start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
     except (RuntimeError, KeyError, OSError) as e:  # e.g. a state saved by a run of another --dim

@@ -54,10 +54,13 @@ def test_resume_is_exact_and_output_loads(tmp_path, capsys):
     model, tok = load_model(straight / "model")
     assert model.config.n_layers == 1 and tok.mask_token_id == model.config.mask_token_id
     assert (model.config.gen_len, model.config.block_len, model.config.max_seq_len) == (256, 32, 1024)
-    with pytest.raises(SystemExit) as exit_info:  # the paused run's state, resumed as a wider model
-        train(["--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY, "--dim", "64"])
-    assert exit_info.value.code == 2 and f"--resume: the state in {split / 'state'} does not fit this run" in (
-        capsys.readouterr().err)
+    for flags, change in ((["--dim", "64"], "--dim 32, this run asks for 64"),  # a wider model
+                          (["--lr", "0.001"], "--lr 0.002, this run asks for 0.001"),  # fits, but mixes two runs
+                          (["--seed", "1"], "--seed 0, this run asks for 1")):
+        with pytest.raises(SystemExit) as exit_info:
+            train(["--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY, *flags])
+        assert exit_info.value.code == 2 and f"--resume: {split / 'state'} was trained with {change}: resume with " \
+            "the flags it was started with" in capsys.readouterr().err
 
 
 def test_task_answers_are_exact():
