@@ -43,6 +43,11 @@ class RawRun(NamedTuple):
         return cls(sent.get("prompt"), sent.get("model"), sent.get("policy"), numbers, compared)
 
 
+def decoding_of(config: DecodeConfig) -> dict:
+    """A decode's settings as a trace records them and a lane's label reads them (None: an optional one unset)."""
+    return {p.name: getattr(config, p.name) for p in DecodeConfig.parameters}
+
+
 @dataclass(frozen=True)
 class LaneRun:
     """One decode of a run: a policy, built for this decode alone (it keeps its decode's state), at
@@ -54,8 +59,7 @@ class LaneRun:
 
     @property
     def decoding(self) -> dict:
-        """The lane's decode settings as a trace records them (None: an optional one unset)."""
-        return {p.name: getattr(self.config, p.name) for p in DecodeConfig.parameters}
+        return decoding_of(self.config)
 
 
 @dataclass(frozen=True)

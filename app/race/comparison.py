@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from app.controls.declared import OURS
 from app.controls.run import LaneRun
 from app.race.decode import Lane
+from core.decoder import DecodeConfig
 
 SIDE_TITLES = {"left": "Left: compared", "middle": "Middle: compared at EntropyCache's settings",
                "right": "Right: EntropyCache"}
@@ -46,14 +48,24 @@ class LaneLabel:
         """EntropyCache's lane: a policy that decides by entropy against tau."""
         return self.policy.split("(")[0] == OURS
 
+    @cached_property
+    def config(self) -> DecodeConfig:
+        """Its decode settings as the decoder takes them (a trace's are checked so: app/race/trace_reader.py)."""
+        return DecodeConfig(**self.decoding)
+
+    @property
+    def parallel(self) -> bool:
+        """A step may unmask more than one token (DecodeConfig.parallel)."""
+        return self.config.parallel
+
     @property
     def tokens_per_step(self) -> float | None:
-        """Tokens a step unmasks, on average: gen_len / steps (1 without steps). None with a threshold,
-        where a step unmasks every token the model is sure enough of, however many."""
-        d = self.decoding
-        if d.get("threshold") is not None:
-            return None
-        return d["gen_len"] / d["steps"] if d.get("steps") is not None else 1.0
+        """Tokens a step unmasks, on average: gen_len / steps (1 where it is not parallel). None with a
+        threshold, where a step unmasks every token the model is sure enough of, however many."""
+        config = self.config
+        if not config.parallel:
+            return 1.0
+        return None if config.threshold is not None else config.gen_len / config.steps
 
     @property
     def gain(self) -> str:
@@ -62,11 +74,6 @@ class LaneLabel:
         if per_step is None:
             return "parallel decoding"
         return f"{_decimal(per_step)} tokens a step" if per_step > 1 else ""
-
-    @property
-    def parallel(self) -> bool:
-        """Unmasks more than one token a step (a threshold, or fewer steps than tokens)."""
-        return bool(self.gain)
 
     @property
     def schedule(self) -> str:

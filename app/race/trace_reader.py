@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, fields
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS
+from app.controls.run import decoding_of
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
 from core.decoder import DecodeConfig
@@ -147,20 +148,26 @@ def _model(raw: object) -> TraceModel:
 
 
 def _run_decoding(settings: dict) -> dict:
-    """Every lane's decode settings in a trace of the first format: the run's controls."""
-    return {name: DECODE_CONTROLS[name].setting(settings[name]) for name in DECODING}
+    """Every lane's decode settings in a trace of the first format: the run's controls, as a DecodeConfig
+    checks them."""
+    return _checked_decoding({name: DECODE_CONTROLS[name].setting(settings[name]) for name in DECODING}, "settings")
 
 
 def _decoding(raw: object, where: str, gen_len: int) -> dict:
     """A lane's decode settings, as a DecodeConfig checks them, at the run's gen length."""
-    d = _object(raw, where, DECODING)
+    d = _checked_decoding(_object(raw, where, DECODING), where)
+    if d["gen_len"] != gen_len:
+        raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {d['gen_len']}")
+    return d
+
+
+def _checked_decoding(d: dict, where: str) -> dict:
+    """Decode settings a DecodeConfig takes (every lane label reads its schedule from one)."""
     try:
         config = DecodeConfig(**d)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: {e}") from None
-    if config.gen_len != gen_len:
-        raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {config.gen_len}")
-    return {name: getattr(config, name) for name in DECODING}
+    return decoding_of(config)
 
 
 def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _Shape,

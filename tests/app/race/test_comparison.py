@@ -17,7 +17,7 @@ from step_events import step_event
 from app.client import named
 from app.controls.declared import RUN_CONTROLS, raced_policies
 from app.controls.presets import CACHE_ALONE, PAPER, PRESETS
-from app.controls.run import RawRun, check_run
+from app.controls.run import RawRun, check_run, decoding_of
 from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.race.panels import OUTPUT_NAMES, build_race_panels
@@ -104,7 +104,7 @@ def test_the_same_settings_race_two_lanes_the_cache_alone(registry, tmp_path) ->
 
 
 def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> None:
-    base = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 64, "block_len": 16}
+    base = decoding_of(DecodeConfig(gen_len=64, block_len=16))
     steps = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"steps": 16})
     assert steps.schedule == "16 steps (4 tokens a step)" and steps.gain == "4 tokens a step"
     labels = (LaneLabel("left", "dual", base), LaneLabel("middle", "dual", base | {"steps": 16}), steps)
@@ -117,6 +117,10 @@ def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> N
     one_each = LaneLabel("left", "none", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
     assert not one_each.parallel and one_each.gain == "" and one_each.schedule == "one token per step"
     assert one_each.name == "vanilla decoding (no cache, one token per step)"
+    for one_a_step in (DecodeConfig(gen_len=64, block_len=16, threshold=1.0),  # no confidence is above 1
+                       DecodeConfig(gen_len=64, block_len=1, threshold=0.9)):  # blocks of one token
+        label = LaneLabel("right", "entropy(tau=1.0, k=2)", decoding_of(one_a_step))  # as a hand-made trace has it
+        assert not label.parallel and label.schedule == "one token per step" and label.gain == ""
 
 
 def test_presets_set_the_compared_lane_every_control_and_the_models_long_example(registry) -> None:
@@ -162,7 +166,7 @@ def test_where_a_partial_pass_costs_a_full_ones_the_panel_promises_no_saving(flo
     partial = step_event(forward_s=0.105, choice_s=0.0, compute_s=0.105, layer_rows=[10])
     events = [full, partial, partial, partial, partial]
     lane = Lane("entropy", events, sum(e.compute_s for e in events), True, 1)
-    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
     text = re.sub("<[^>]+>", " ", time_html([lane], [LaneLabel("right", "entropy(tau=1.0, k=2)", decoding)], 40,
                                             floor_s))
     assert "costs 105% of a full one (105.0 ms against 100.0 ms): here a step that reuses the cache saves nothing." in (
@@ -204,6 +208,9 @@ def test_a_trace_of_the_first_format_still_loads_with_the_runs_settings_for_both
     assert NOT_RECORDED in re.sub("<[^>]+>", "", html_of(then))
     with pytest.raises(ValueError, match=re.escape("lanes: at most 2 entries, got 3")):  # no middle lane then
         read_trace(json.dumps({**old, "lanes": [*old["lanes"], old["lanes"][0]]}).encode())
+    clash = {**old, "settings": {**old["settings"], "block_len": 24}}  # each control in range, not together
+    with pytest.raises(ValueError, match=re.escape("settings: gen_len 32 is not a multiple of block_len 24")):
+        read_trace(json.dumps(clash).encode())
 
 
 def html_of(replay: Replay) -> str:
@@ -265,7 +272,7 @@ def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
 
 
 def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> None:
-    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
     labels = (LaneLabel("left", "none", decoding), LaneLabel("middle", "none", decoding | {"threshold": 0.9}),
               LaneLabel("right", "entropy(tau=1.0, k=2)", decoding | {"threshold": 0.9}))
     lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("none", [5, 6, 7, 8]),
@@ -296,7 +303,7 @@ def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> Non
     ],
 )
 def test_a_text_that_holds_the_left_lanes_whole_or_stops_inside_it_is_said_so(answer, said) -> None:
-    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 8, "block_len": 8}
+    decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
     labels = (LaneLabel("left", "none", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding))
     lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("entropy", answer))
     text = TokenText.from_pieces({5: "a", 6: "b", 7: "c", 8: "d", 9: "x", 10: "y", 99: "<end>"}, " ", 0, [99])

@@ -7,6 +7,7 @@ import dataclasses
 
 from step_events import step_event
 
+from app.controls.run import decoding_of
 from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race
 from core.decoder import DecodeConfig
@@ -115,7 +116,7 @@ def test_the_status_line_tells_what_capturing_graphs_cost_and_no_lane_is_charged
     lanes = (Lane("none", [event], 0.5, True, 2), Lane("ours", [captured], 0.25, True, 1))
     snap = Snapshot(lanes, 1, True, capture_s=1.5)
     assert snap.graphs_s == 1.75  # before the race, and a shape first met during it
-    decoding = {p.name: None for p in DecodeConfig.parameters} | {"gen_len": 1, "block_len": 1}
+    decoding = decoding_of(DecodeConfig(gen_len=1, block_len=1))
     comparison = Comparison((LaneLabel("left", "none", decoding), LaneLabel("right", "ours", decoding)))
     text = banner_html(lanes, comparison, graphs_s=snap.graphs_s)
     assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on no lane's clock" in text
