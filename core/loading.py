@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import torch
@@ -263,13 +264,19 @@ def chat_frame(tokenizer) -> tuple[list[int], list[int]]:
 
 
 _PLACEHOLDER = "\x00CONTENT\x00"
+# A fast tokenizer keeps split_special_tokens as state of its Rust backend (encode_special_tokens), set by
+# each call and read while the encode runs without the GIL: two threads tokenizing at once (two visitors'
+# prompts checked at the same moment) can encode a chat frame with its special tokens split into words,
+# or a visitor's written '<|mask|>' as the special token. So every call that sets it holds this lock.
+_TOKENIZE_LOCK = threading.Lock()
 
 
 def text_ids(tokenizer, text: str, split_special_tokens: bool = False) -> list[int]:
     """`text` as ids, no special tokens added; written special tokens parsed unless split_special_tokens."""
     if not text:
         return []
-    out = tokenizer(text, add_special_tokens=False, split_special_tokens=split_special_tokens)
+    with _TOKENIZE_LOCK:
+        out = tokenizer(text, add_special_tokens=False, split_special_tokens=split_special_tokens)
     return [int(i) for i in out["input_ids"]]
 
 
@@ -291,6 +298,7 @@ def unknown_words(tokenizer, text: str) -> list[str]:
     unk = tokenizer.unk_token_id
     if unk is None:
         return []
-    enc = tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
+    with _TOKENIZE_LOCK:
+        enc = tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
     words = [text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]) if i == unk]
     return list(dict.fromkeys(words))

@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+import threading
 
 import huggingface_hub
 import pytest
@@ -267,6 +268,28 @@ def test_prompt_text_is_text_never_special_tokens(layout, llada_dir, dream_dir):
             assert not set(model.config.eos_token_ids) & set(content)  # as <|endoftext|>, an end id
         if written in tok.get_vocab():  # a special token of this model: the template alone would parse it
             assert written in tok.convert_ids_to_tokens(_template_ids(tok, text))
+
+
+def test_prompts_tokenized_by_several_threads_at_once_each_get_their_own_ids():
+    """Two visitors' prompts are checked at the same moment on Gradio's threads: a fast tokenizer's
+    split_special_tokens is state its backend reads while it encodes, so without a lock one thread's
+    setting reaches another's chat frame, whose special tokens then come out as words."""
+    _, tok = load_model()
+    prompts = ["mia has 3 apples", "how many apples does mia have now ?", "mia has 7 marbles ."]
+    alone = {p: chat_prompt_ids(tok, p) for p in prompts}
+    wrong = []
+
+    def check(prompt: str) -> None:
+        for _ in range(300):
+            if chat_prompt_ids(tok, prompt) != alone[prompt]:
+                wrong.append(prompt)
+
+    threads = [threading.Thread(target=check, args=(p,)) for p in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
 
 
 def test_unknown_words_are_named_once_in_order():
