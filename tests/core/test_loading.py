@@ -3,7 +3,7 @@
 import json
 import re
 import shutil
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import huggingface_hub
 import pytest
@@ -277,19 +277,12 @@ def test_prompts_tokenized_by_several_threads_at_once_each_get_their_own_ids():
     _, tok = load_model()
     prompts = ["mia has 3 apples", "how many apples does mia have now ?", "mia has 7 marbles ."]
     alone = {p: chat_prompt_ids(tok, p) for p in prompts}
-    wrong = []
 
-    def check(prompt: str) -> None:
-        for _ in range(300):
-            if chat_prompt_ids(tok, prompt) != alone[prompt]:
-                wrong.append(prompt)
+    def wrong(prompt: str) -> int:
+        return sum(chat_prompt_ids(tok, prompt) != alone[prompt] for _ in range(300))
 
-    threads = [threading.Thread(target=check, args=(p,)) for p in prompts]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert wrong == []
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        assert list(pool.map(wrong, prompts)) == [0, 0, 0]
 
 
 def test_unknown_words_are_named_once_in_order():
