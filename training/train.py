@@ -109,6 +109,10 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except ValueError as e:
             ap.error(f"--init-from: {e}")
         args.dim, args.layers, args.heads, args.ffn = shape.dim, shape.n_layers, shape.n_heads, shape.ffn_dim
+    state_dir = Path(args.state)
+    # Here, where the flags are final (an --init-from model's shape is the run's), before the model is built.
+    if args.resume and (change := changed_setting(saved_state(state_dir)["args"], args)):
+        ap.error(f"--resume: {state_dir} {change}: resume with the flags it was started with, or pass another --state")
     try:
         cfg = ModelConfig(
             vocab_size=len(tokenizer),
@@ -132,9 +136,6 @@ def run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     elif args.number_init > 0:
         init_number_rows(model, tokenizer.convert_tokens_to_ids(NUMBERS), args.number_init)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
-    state_dir = Path(args.state)
-    if args.resume and (change := changed_setting(saved_state(state_dir)["args"], args)):
-        ap.error(f"--resume: {state_dir} {change}: resume with the flags it was started with, or pass another --state")
     try:
         start, elapsed = load_state(state_dir, model, opt) if args.resume else (0, 0.0)
     except (RuntimeError, KeyError, OSError) as e:  # e.g. a state saved by a run of another --dim
