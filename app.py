@@ -20,6 +20,7 @@ from app.serving.device_thread import CPU_THREAD, decode_threads
 from app.serving.gpu import CONCURRENCY, is_zero_gpu
 from app.serving.registry import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
+from core.compiled import COMPILE_HELP, COMPILE_MODES, DEFAULT_COMPILE
 from core.device import usable_cpus
 from core.fusion import FUSION_HELP, FUSION_MODES
 from core.passes import GRAPH_MODES, GRAPHS_HELP
@@ -40,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help=GRAPHS_HELP + "; every lane of every race alike")
     ap.add_argument("--fusion", choices=FUSION_MODES, default=FUSION_MODES[0],
                     help=FUSION_HELP + "; off on ZeroGPU, which does not support torch.compile")
+    ap.add_argument("--compile", choices=COMPILE_MODES, default=DEFAULT_COMPILE,
+                    help=COMPILE_HELP + "; compiled while the model warms up")
     return ap.parse_args(argv)
 
 
@@ -76,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     max_gpu_models = 8 if is_zero_gpu() else 1
     try:
         registry = build_registry([*args.model, *extra_dirs_from_env()], max_gpu_models=max_gpu_models,
-                                  graphs=args.graphs, fusion="off" if is_zero_gpu() else args.fusion)
+                                  graphs=args.graphs, fusion="off" if is_zero_gpu() else args.fusion,
+                                  compile_mode=args.compile)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from accelerate import dispatch_model, infer_auto_device_map, init_empty_weights
 from accelerate.utils import set_module_tensor_to_device
 from safetensors import SafetensorError, safe_open
 
+from core.compiled import DEFAULT_COMPILE, check_compile, set_compile
 from core.config import ModelConfig
 from core.decoder import DecodeConfig
 from core.families import Family, family_for
@@ -129,12 +130,15 @@ def load_model(
     dtype: torch.dtype | None = None,
     device_map: str | dict | None = None,
     fusion: str = "auto",
+    compile_mode: str = DEFAULT_COMPILE,
 ) -> tuple[DiffusionTransformer, object]:
     """Load (model, tokenizer). dtype defaults to bfloat16 on GPU and float32 on CPU; `fusion` says
-    whether its pointwise parts run compiled (core/fusion.py; auto: on a single CUDA GPU).
+    whether its pointwise parts run compiled (core/fusion.py; auto: on a single CUDA GPU), `compile_mode`
+    whether its passes do (core/compiled.py; auto: on a CPU with a C++ compiler).
 
     Everything known about the model (its shape, special ids, decode defaults) is `model.config`."""
     check_fusion(fusion)
+    check_compile(compile_mode)
     folder = resolve(name_or_path)
     _, family, raw = read_config(folder)
     tokenizer = load_tokenizer(folder, family)
@@ -152,6 +156,7 @@ def load_model(
     if len({f"cuda:{d}" if isinstance(d, int) else str(d) for d in placement.values()}) > 1:
         model = dispatch_model(model, placement)
     set_fusion(model, fusion)
+    set_compile(model, compile_mode)
     return model.eval(), tokenizer
 
 

@@ -41,10 +41,12 @@ from contextlib import ExitStack, contextmanager
 
 import torch
 
+from core.compiled import CompiledPasses, compiled_passes
 from core.kv_cache import KVCache
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
 from core.policies.params import check_choice
+from core.threads import TEAM
 
 GRAPH_MODES = ("auto", "on", "off")
 GRAPHS_HELP = ("fixed-shape cached passes replayed from CUDA graphs: auto (on a CUDA GPU), on (on a CPU: the "
@@ -92,9 +94,8 @@ def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
 
 
 class Passes:
-    """One decode's token sequence and KV cache, and its passes run eagerly over the exact rows."""
-
-    capture_s = 0.0  # seconds spent capturing graphs so far (never, here)
+    """One decode's token sequence and KV cache, and its passes over the exact rows: eagerly, or compiled
+    where the model's passes are (core/compiled.py; a pass with a layer hook always runs eagerly)."""
     # Where the decoded tokens' entropies are computed (core/decoder.py): here, for the picked rows only,
     # after the step's readout; on the static path for every masked row, read out with the token choice,
     # since on a GPU a second readout is a second wait of the host for the device.
@@ -105,6 +106,10 @@ class Passes:
         self.mask_id = model.config.mask_token_id
         self.tokens = torch.full((length,), self.mask_id, dtype=torch.long, device=self.device)
         self.cache: KVCache = model.new_cache(1, length)
+        self.capture_s = 0.0  # seconds spent capturing graphs or compiling passes so far: no step's time
+        self.compiled: CompiledPasses | None = compiled_passes(model)
+        if self.compiled is not None:  # a compiled pass reads the RoPE tables as they were: build them once
+            model.reserve_rope(model.config.max_seq_len, self.device)
 
     @property
     def length(self) -> int:
@@ -116,12 +121,21 @@ class Passes:
         self.tokens[len(prompt) :] = self.mask_id
 
     def run(self, model: DiffusionTransformer, rows: list[int] | None, needed: list[int],
-            hook: LayerHook | None = None) -> torch.Tensor:
+            hook: LayerHook | None = None, threads: int | None = None) -> torch.Tensor:
         """Logits [len(needed), vocab] of positions `needed` after computing `rows` (sorted, a
-        superset of needed; None: every row) against the cache."""
+        superset of needed; None: every row) against the cache, on a CPU on `threads` threads (None: as
+        many as no other process keeps busy, core/threads.py)."""
+        if self.device.type == "cpu" and threads is None:
+            TEAM.fit()
         index = None if rows is None else index_tensor(rows, self.device)
+        logit_rows = index_tensor(needed, self.device)
+        if self.compiled is not None and hook is None:
+            compiled_before = self.compiled.compile_s
+            logits = self.compiled(model, self.tokens, self.cache, index, logit_rows)
+            self.capture_s += self.compiled.compile_s - compiled_before
+            return logits[0]
         ids = self.tokens[None] if index is None else self.tokens[index][None]
-        return model(ids, self.cache, index, index_tensor(needed, self.device), hook=hook)[0]
+        return model(ids, self.cache, index, logit_rows, hook=hook)[0]
 
 
 class Workspace(Passes):
@@ -294,11 +308,13 @@ def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode
     partial pass of up to `max_rows` rows (default two blocks: EntropyCache's partial passes, a block's
     masks and its last and k recent tokens, and Fast-dLLM's, a block, fit), so that the next `lanes`
     decodes of that length at once (a race's two lanes) replay them from their first step: what an
-    app does while it warms up, or before a race starts. Returns the seconds it took (0 where nothing
-    is captured: on a CPU, with graphs off, or for a length past the model's positions, which no decode
-    takes)."""
-    if not uses_static_passes(mode, model) or length > model.config.max_seq_len:
+    app does while it warms up, or before a race starts. Where the passes are compiled instead
+    (core/compiled.py), compile them now. Returns the seconds it took (0 where nothing is captured or
+    compiled: an eager CPU, graphs off, or a length past the model's positions, which no decode takes)."""
+    if length > model.config.max_seq_len:
         return 0.0
+    if not uses_static_passes(mode, model):
+        return _compile_ahead(model, length, block_len) if compiled_passes(model) is not None else 0.0
     max_rows = 2 * block_len if max_rows is None else max_rows
     sizes = [None, *sorted({bucket(n, length) for n in range(1, max_rows + 1)})]
     with torch.no_grad(), ExitStack() as held:
@@ -307,6 +323,30 @@ def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode
         for ws in workspaces:
             ws.capture(model, sizes)
         return sum(ws.capture_s for ws in workspaces) - before
+
+
+def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> float:
+    """Compile the model's passes now by running one of each kind a decode meets (full and partial, with
+    one and with several logit rows), at distinct sizes so that each graph serves any size, on the team
+    sizes of an idle and of a busy machine (core/threads.py); the seconds compiling took (0 when every
+    graph was there). The K/V they write are thrown away with their buffers."""
+    block_len = min(block_len, length - 1)
+    passes = Passes(model, length)
+    compiled = compiled_passes(model)
+    waited = compiled.compile_wall_s
+    block = list(range(length - block_len, length))
+    kinds = [(None, block), (None, block[:1]), (block[:-2] + [block[-1]], block[1:-2]), (block[-2:], block[-1:]),
+             (block[-1:], block[-1:])]
+    most = torch.get_num_threads()
+    try:
+        for threads in sorted({most, 1} if TEAM.adaptive else {most}, reverse=True):
+            torch.set_num_threads(threads)
+            with torch.no_grad():
+                for rows, needed in kinds:
+                    passes.run(model, rows, needed, threads=threads)
+    finally:
+        torch.set_num_threads(most)
+    return compiled.compile_wall_s - waited
 
 
 def capture_failure(model: DiffusionTransformer) -> str:

@@ -22,6 +22,15 @@ from pathlib import Path
 
 import torch
 
+from core.compiled import (
+    COMPILE_HELP,
+    COMPILE_MODES,
+    DEFAULT_COMPILE,
+    compile_state,
+    compiled_passes,
+    compiles,
+    set_compile,
+)
 from core.decoder import DecodeConfig, generate
 from core.fusion import FUSION_HELP, FUSION_MODES
 from core.loading import (
@@ -36,9 +45,10 @@ from core.loading import (
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.policies.params import Param
+from core.threads import BUSY, TEAM, CoreLoad
 from evaluation.bench import bench_progress, bench_rows, contenders_from, format_table
 from evaluation.diagnostics import drift_report, format_drift
-from evaluation.forward_cost import forward_costs, weight_bytes
+from evaluation.forward_cost import copy_bandwidth, forward_costs, weight_bytes
 from evaluation.outputs import check_writable, write_json
 from evaluation.tasks import TASKS, held_out, own_items, prompt_lines
 from evaluation.tasks.word_problems import example_prompt
@@ -60,6 +70,7 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--fusion", choices=FUSION_MODES, default=FUSION_MODES[0], help=FUSION_HELP)
+    ap.add_argument("--compile", choices=COMPILE_MODES, default=DEFAULT_COMPILE, help=COMPILE_HELP)
 
 
 FORWARD_LENGTH = 601  # bench --forward-rows: a 4-shot word problem and a 256-token canvas
@@ -199,7 +210,7 @@ def bench_items(args: argparse.Namespace) -> tuple[dict, list[str]]:
 
 def _load(args: argparse.Namespace):
     return load_model(args.model, device=args.device, dtype=getattr(torch, args.dtype) if args.dtype else None,
-                      fusion=args.fusion)
+                      fusion=args.fusion, compile_mode=args.compile)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -277,7 +288,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     task = bench_task(args)
     config = DecodeConfig.for_model(model.config, task=task, **settings)  # with the task's declared settings
     if row_counts:
-        _print_forward_costs(model, length, row_counts)
+        _print_forward_costs(model, length, row_counts, args.compile)
     elif args.drift:
         c = contenders[0]
         report = drift_report(model, tokenizer, [item.prompt for item in items[shots[0]]], c.policy, c.params, config)
@@ -286,18 +297,31 @@ def run_bench_command(args: argparse.Namespace) -> int:
         if args.json:
             write_json(args.json, {"policy": c.label, "task": task, **report})
     else:
-        rows = []
+        rows, load = [], CoreLoad()
         for k, some in items.items():  # one interleaved bench per context length
             result = bench_rows(bench_progress(model, tokenizer, some, contenders, config, warmup=args.warmup))
             if len(items) > 1:
                 print(f"{task}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
             print(format_table(result))
             if captured := sum(row["capture_s"] for row in result):
-                print(f"CUDA graphs captured in {captured:.2f}s in all (in no decode's time)")
+                what = "passes compiled" if compiled_passes(model) is not None else "CUDA graphs captured"
+                print(f"{what} in {captured:.2f}s in all (in no decode's time)")
             rows += result if k is None else [{"shots": k, **row} for row in result]
+        print(load_note(load.others()))
         if args.json:
             write_json(args.json, rows)
     return 0
+
+
+def load_note(others: float | None) -> str:
+    """What the machine's other processes did while the bench ran: with a core held, its figures are a busy
+    machine's (core/threads.py sizes the decodes' thread team to the cores left)."""
+    if others is None:
+        return "other processes' load: not measured here (no /proc)"
+    note = f"other processes kept {others:.2f} cores busy on average while this ran"
+    if others >= BUSY:
+        note += f" (warning: a busy machine; decodes ran on {TEAM.size} of {TEAM.most} threads at the end)"
+    return note
 
 
 def _lm_eval():
@@ -330,15 +354,33 @@ def run_lm_eval_task(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_forward_costs(model, length: int, row_counts: list[int]) -> None:
-    costs = forward_costs(model, length, row_counts)
-    full, mb = max(costs.values()), weight_bytes(model) / 1e6
-    print(f"weights read by every pass: {mb:.1f} MB")
-    for n, s in costs.items():
-        print(
-            f"{n:5d} rows of {length}: {s * 1000:8.2f} ms  ({s / full:.2f} of the slowest; "
-            f"weights alone would need {mb / 1e3 / s:5.1f} GB/s)"
-        )
+def _print_forward_costs(model, length: int, row_counts: list[int], compile_mode: str) -> None:
+    """Each row count's pass time, its share of the slowest and its ratio to the weight-read floor (the
+    weights' bytes at the copy bandwidth measured now), eagerly and, where the passes compile, compiled."""
+    paths = {"eager": forward_costs_as(model, length, row_counts, "off")}
+    if compiles(compile_mode, model):
+        costs = forward_costs_as(model, length, row_counts, compile_mode)
+        if compile_state(model) == "compiled":
+            paths["compiled"] = costs
+        else:
+            print(f"compiled: not measured, it runs {compile_state(model)}")
+    nbytes = weight_bytes(model)
+    bandwidth = copy_bandwidth(str(model.embed.weight.device))
+    floor = nbytes / bandwidth
+    print(f"weights read by every pass: {nbytes / 1e6:.1f} MB; copy bandwidth measured now: "
+          f"{bandwidth / 1e9:.1f} GB/s, so reading them once (the floor) takes {floor * 1e3:.3f} ms")
+    header = "".join(f" | {name} ms | share | / floor" for name in paths)
+    print(f"rows of {length}{header}")
+    for n in row_counts:
+        cells = "".join(f" | {c[n] * 1e3:8.3f} | {c[n] / max(c.values()):.3f} | {c[n] / floor:6.2f}x"
+                        for c in paths.values())
+        print(f"{n:5d}{cells}")
+
+
+def forward_costs_as(model, length: int, row_counts: list[int], compile_mode: str) -> dict[int, float]:
+    """forward_costs with the model's passes compiled as `compile_mode` says (and left so)."""
+    set_compile(model, compile_mode)
+    return forward_costs(model, length, row_counts)
 
 
 def parser() -> argparse.ArgumentParser:

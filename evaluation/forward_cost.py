@@ -18,27 +18,28 @@ import torch
 
 from core.device import clock, sync
 from core.events import StepEvent
+from core.passes import Passes
 
 
 def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30,
                   logit_rows: int = 1) -> dict[int, float]:
     """Seconds per forward computing n rows of a cache of `length` positions, n in row_counts
     (n >= length means a full forward), reading the logits of the last `logit_rows` of them (a decode
-    reads its block's masked rows). Shows how far a partial pass is from costing n / length."""
+    reads its block's masked rows), run as a decode runs them (core.passes.Passes: eagerly, or compiled
+    where the model's passes are). Shows how far a partial pass is from costing n / length."""
     device = model.embed.weight.device
-    ids = torch.randint(0, model.config.vocab_size, (1, length), device=device)
-    cache = model.new_cache(1, length)
+    passes = Passes(model, length)
     out = {}
     with torch.no_grad():
         for n in row_counts:
-            rows = None if n >= length else torch.arange(length - n, length, device=device)
-            x = ids if rows is None else ids[:, rows]
-            logits = torch.arange(length - min(logit_rows, n, length), length, device=device)
-            for _ in range(3):
-                model(x, cache, rows, logits)
+            rows = None if n >= length else list(range(length - n, length))
+            needed = list(range(length - min(logit_rows, n, length), length))
+            for _ in range(3):  # the first compiles, where the passes are compiled
+                passes.run(model, rows, needed)
+            sync(device)
             t0 = clock(device)  # core/device.py: the decoder's step clock
             for _ in range(repeats):
-                model(x, cache, rows, logits)
+                passes.run(model, rows, needed)
             out[n] = (clock(device) - t0) / repeats
     return out
 

@@ -91,7 +91,8 @@ class Renderer:
     def update(self, snap: Snapshot, message: str = "") -> Update:
         lay = self.layout
         floor_s = snap.floor_s if snap.floor_s is not None else lay.floor_s
-        return Update(banner_html(snap.lanes, lay.comparison, message, snap.graphs_s, snap.graphs_failed),
+        return Update(banner_html(snap.lanes, lay.comparison, message, snap.graphs_s, snap.graphs_failed,
+                                  snap.prepared),
                       time_html(snap.lanes, lay.labels, lay.length, floor_s),
                       tuple(self._lane(i, lane) for i, lane in enumerate(snap.lanes)), self.sides)
 

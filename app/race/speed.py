@@ -40,10 +40,11 @@ def speed_html(lane: Lane, label: LaneLabel) -> str:
 
 
 def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = "", graphs_s: float = 0.0,
-                graphs_failed: str = "") -> str:
+                graphs_failed: str = "", prepared: str = "CUDA graphs captured") -> str:
     """The race's status line: the speedup of the right lane over the left one, its two factors where
     a middle lane runs, and in words which comparison that is. `graphs_s`: what capturing CUDA graphs
-    cost the race (Snapshot.graphs_s), said apart because it is on no lane's clock; `graphs_failed`:
+    cost the race (Snapshot.graphs_s; `prepared` says what it paid for, or compiling CPU passes), said apart
+    because it is on no lane's clock; `graphs_failed`:
     why capturing them failed, if it did (Snapshot.graphs_failed)."""
     base, ours = lanes[0], lanes[-1]
     done = all(lane.done for lane in lanes)
@@ -59,7 +60,8 @@ def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = ""
     if message:
         notes.append(message)
     if graphs_s:
-        notes.append(f"CUDA graphs captured in {graphs_s:.2f} s, once for this length: on no lane's clock.")
+        once = "for every length" if prepared == "passes compiled" else "for this length"
+        notes.append(f"{prepared[0].upper()}{prepared[1:]} in {graphs_s:.2f} s, once {once}: on no lane's clock.")
     if graphs_failed:
         notes.append(f"CUDA graphs could not be captured ({graphs_failed}): every lane runs eagerly.")
     extra = "".join(f" <span class='ec-note'>{html.escape(note, quote=False)}</span>" for note in notes)

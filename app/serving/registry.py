@@ -24,6 +24,7 @@ import torch
 from app.controls.sent import check_choice
 from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import EXAMPLES_INSTEAD, Example, chat_examples, task_examples
+from core.compiled import DEFAULT_COMPILE, check_compile
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig
 from core.fusion import check_fusion
@@ -62,11 +63,12 @@ class ModelRegistry:
     """Labels -> models, loaded on first use and cached; at most `max_gpu_models` GPU models resident."""
 
     def __init__(self, choices: Sequence[ModelChoice], max_gpu_models: int = 1, graphs: str = "auto",
-                 fusion: str = "auto") -> None:
+                 fusion: str = "auto", compile_mode: str = DEFAULT_COMPILE) -> None:
         self._choices = {c.label: c for c in choices}
         self.max_gpu_models = max_gpu_models
         self.graphs = check_graphs(graphs)  # how every decode here runs its passes (core/passes.py)
         self.fusion = check_fusion(fusion)  # whether each model's pointwise parts are compiled (core/fusion.py)
+        self.compile_mode = check_compile(compile_mode)  # whether its CPU passes are (core/compiled.py)
         self._loaded: dict[str, tuple[object, object]] = {}
         self._tokenizers: dict[str, object] = {}  # of local models not loaded yet
         # One lock per model: two visitors never load the same 8B model twice, and nobody using the
@@ -91,7 +93,7 @@ class ModelRegistry:
         choice = self.choice(label)
         with self._locks[label]:
             if label not in self._loaded:
-                load = partial(load_model, fusion=self.fusion)
+                load = partial(load_model, fusion=self.fusion, compile_mode=self.compile_mode)
                 if choice.device == "cuda":
                     with self._gpu_lock:
                         self._evict_gpu_models()
@@ -178,9 +180,11 @@ def build_registry(
     max_gpu_models: int = 1,
     graphs: str = "auto",
     fusion: str = "auto",
+    compile_mode: str = DEFAULT_COMPILE,
 ) -> ModelRegistry:
     """The fixed list of choices. `embedded` overrides the shipped model's folder (tests, development);
-    `graphs`: every decode's DecodeConfig.graphs (app.py --graphs); `fusion`: every model's (app.py --fusion)."""
+    `graphs`: every decode's DecodeConfig.graphs (app.py --graphs);
+    `fusion` and `compile_mode`: every model's (app.py --fusion, --compile)."""
     cuda = torch.cuda.is_available() if cuda is None else cuda
     device = "cuda" if cuda else "cpu"
     choices = [local_choice(embedded or EMBEDDED, EMBEDDED_LABEL, "cpu")]
@@ -190,7 +194,7 @@ def build_registry(
     for folder in dict.fromkeys(extra_dirs):  # the same folder twice is one choice
         label = _unique(f"{Path(folder).resolve().name} (local, {device.upper()})", [c.label for c in choices])
         choices.append(local_choice(folder, label, device))
-    return ModelRegistry(choices, max_gpu_models, graphs, fusion)
+    return ModelRegistry(choices, max_gpu_models, graphs, fusion, compile_mode)
 
 
 def _unique(label: str, taken: list[str]) -> str:

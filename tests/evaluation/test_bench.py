@@ -297,8 +297,9 @@ def test_cli_bench_decodes_your_prompts_file_one_prompt_a_line(saved, tmp_path):
     direct = bench_rows(bench_progress(model, tok, own_items(lines), contenders, DecodeConfig(gen_len=16, block_len=8)),
                         bar=False)
     assert [r["per_prompt"] for r in rows] == [r["per_prompt"] for r in direct]
-    header, _, *table = res.stdout.splitlines()
+    header, _, *table, load = res.stdout.splitlines()
     assert "1st div" in header and all(line.split("|")[1].strip() == "-" for line in table)  # acc: none
+    assert load.startswith("other processes kept ") and "cores busy on average while this ran" in load
 
 
 @pytest.mark.parametrize(

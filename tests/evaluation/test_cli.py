@@ -137,3 +137,25 @@ def test_the_package_function_generate_is_not_shadowed():
     code = "import core, evaluation.cli, evaluation.bench, training.train; assert callable(core.generate); print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_forward_rows_prints_each_pass_against_the_weight_read_floor_eager_beside_compiled(model_dir, capsys,
+                                                                                           monkeypatch):
+    """Each row count's time, share of the slowest and ratio to the floor (weights over the copy
+    bandwidth), per path: the costs and the bandwidth are set here, so the arithmetic is checked."""
+    import evaluation.cli as cli_module
+    from core.loading import load_model
+    from evaluation.forward_cost import weight_bytes
+
+    model, _ = load_model(model_dir)
+    paths = iter([{10: 0.004, 2: 0.001}, {10: 0.002, 2: 0.0004}])  # eager, then compiled
+    monkeypatch.setattr(cli_module, "forward_costs", lambda model, length, counts: next(paths))
+    monkeypatch.setattr(cli_module, "copy_bandwidth", lambda device: weight_bytes(model) / 0.0002)  # floor 0.2 ms
+    monkeypatch.setattr(cli_module, "compiles", lambda mode, model: True)
+    monkeypatch.setattr(cli_module, "compile_state", lambda model: "compiled")
+    cli_module._print_forward_costs(model, 10, [10, 2], "auto")
+    lines = capsys.readouterr().out.splitlines()
+    assert "so reading them once (the floor) takes 0.200 ms" in lines[0]
+    assert lines[1] == "rows of 10 | eager ms | share | / floor | compiled ms | share | / floor"
+    assert lines[2] == "   10 |    4.000 | 1.000 |  20.00x |    2.000 | 1.000 |  10.00x"
+    assert lines[3] == "    2 |    1.000 | 0.250 |   5.00x |    0.400 | 0.200 |   2.00x"
