@@ -261,19 +261,18 @@ def _step(
     layer_rows = [ctx.length if rows is None else len(rows)] * n_layers if hook is None else hook.layer_rows
     if stream:  # the rows computed at any layer; None when every layer computed every row
         rows = None if min(layer_rows) == ctx.length else hook.computed.nonzero().flatten().tolist()
-    # The mask token is never an answer: a model that ranks it first (an untrained one can) would
-    # otherwise "unmask" a position into a mask, and the block would never finish.
-    logits[:, model.config.mask_token_id] = float("-inf")
-
     noise = None
     if config.temperature:  # the rows of the block's masked positions (core/sampling.py says why)
         block = block_noise(config.seed, ctx.block, ctx.block_step, ctx.block_end - ctx.block_start,
                             logits.shape[-1], device)
         noise = block[index_tensor([pos - ctx.block_start for pos in ctx.block_masked], device)]
-    picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, noise)
+    # Probabilities over the whole vocabulary, as every reference has them; the mask token is only
+    # never an answer: a model that ranks it first (an untrained one can) would otherwise "unmask" a
+    # position into a mask, and the block would never finish.
+    picked, tokens, confidences, probs = choose(logits, n_transfer, config.threshold, config.temperature, noise,
+                                                mask_id=model.config.mask_token_id)
     masked = index_tensor(ctx.block_masked, device)
     passes.tokens.index_copy_(0, masked, torch.where(picked, tokens, passes.tokens[masked]))
-    confidences = probs.gather(1, tokens[:, None]).squeeze(1)
     read = [picked.double(), tokens.double(), confidences.double()]
     issue_s = 0.0
     if passes.entropies_in_readout:  # every masked row's entropy, issued now: one wait instead of two

@@ -102,13 +102,13 @@ def test_events_report_the_confidence_each_token_was_chosen_with():
     events = run(model, make_policy("none"), gen_len=8, block_len=8, stop_at_eos=False)
     x = torch.tensor(PROMPT + [model.config.mask_token_id] * 8)
     for e in events:  # the exact decoder: each step's logits are one full forward of the sequence so far
-        logits = model.full_logits(x[None])[0].float()
-        logits[:, model.config.mask_token_id] = -math.inf
-        probs = torch.softmax(logits, dim=-1)
+        probs = torch.softmax(model.full_logits(x[None])[0].float(), dim=-1)  # the whole vocabulary, [MASK] too
         assert len(e.confidences) == len(e.unmasked)
         for pos, tok, conf in zip(e.unmasked, e.unmasked_tokens, e.confidences):
             assert conf == pytest.approx(probs[pos, tok].item(), rel=1e-4)
-            assert tok == probs[pos].argmax()  # temperature 0: the most probable token
+            without_mask = probs[pos].clone()
+            without_mask[model.config.mask_token_id] = 0.0
+            assert tok == without_mask.argmax()  # temperature 0: the most probable token but the mask
         x[e.unmasked] = torch.tensor(e.unmasked_tokens)
 
 

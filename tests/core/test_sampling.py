@@ -1,8 +1,10 @@
 """Token choice: the schedule, the picked mask, and Gumbel noise that belongs to a block's positions."""
 
+import math
+
 import torch
 
-from core.sampling import block_noise, candidates, choose, transfer_schedule
+from core.sampling import block_noise, candidates, choose, entropy, transfer_schedule
 
 
 def test_the_schedule_spreads_a_block_evenly_extras_first():
@@ -12,13 +14,31 @@ def test_the_schedule_spreads_a_block_evenly_extras_first():
 
 def test_choose_picks_the_most_confident_or_every_one_above_the_threshold():
     logits = torch.tensor([[0.0, 4.0, 0.0], [0.0, 0.0, 1.0], [9.0, 0.0, 0.0]])
-    picked, tokens, probs = choose(logits, 2, None)
+    picked, tokens, _, probs = choose(logits, 2, None)
     assert picked.tolist() == [True, False, True] and tokens.tolist() == [1, 2, 0]
     assert torch.allclose(probs.sum(-1), torch.ones(3))
-    picked, _, _ = choose(logits, None, 0.99)
+    picked, *_ = choose(logits, None, 0.99)
     assert picked.tolist() == [False, False, True]
-    picked, _, _ = choose(logits, None, 0.9999999)  # none above it: the most confident one anyway
+    picked, *_ = choose(logits, None, 0.9999999)  # none above it: the most confident one anyway
     assert picked.tolist() == [False, False, True]
+
+
+MASK = 3  # the mask token of the hand-made rows below (a vocabulary of four)
+# Row 0: its best token at p 0.678 beside p[MASK] 0.237, renormalised without the mask 0.888; row 1: 0.725
+# with p[MASK] ~ 0 (the case the issue found: renormalised, row 0 jumps ahead); row 2: the mask ranked first.
+BIG_MASK = torch.tensor([[0.678, 0.080, 0.005, 0.237], [0.725, 0.270, 0.004, 0.001], [0.2, 0.1, 0.05, 0.65]])
+
+
+def test_confidences_and_entropies_are_over_the_whole_vocabulary_and_the_mask_is_never_chosen():
+    picked, tokens, confidences, probs = choose(BIG_MASK.log(), 1, None, mask_id=MASK)
+    assert tokens.tolist() == [0, 0, 0]  # row 2's mask (0.65) is not an answer; its best other token is
+    assert picked.tolist() == [False, True, False]  # 0.725 beats 0.678, which renormalised would read 0.888
+    assert torch.allclose(confidences, torch.tensor([0.678, 0.725, 0.2]))  # p itself, never p / (1 - p[MASK])
+    assert torch.allclose(probs, BIG_MASK)  # the mask's share stays in the distribution
+    whole = [-sum(p * math.log(p) for p in row) for row in BIG_MASK.tolist()]
+    assert torch.allclose(entropy(probs), torch.tensor(whole))
+    picked, *_ = choose(BIG_MASK.log(), None, 0.7, mask_id=MASK)  # the threshold reads p too: 0.678 is below it
+    assert picked.tolist() == [False, True, False]
 
 
 def test_the_noise_is_the_seeds_the_blocks_and_the_steps():
