@@ -82,3 +82,43 @@ def test_the_decoder_gives_each_masked_position_its_own_row_of_the_blocks_noise(
     config = DecodeConfig(gen_len=16, block_len=8, temperature=1.0, stop_at_eos=False)
     last = list(decode(model, [3, 9, 4], make_policy("entropy", tau=0.5), config))[-1]
     assert last.tokens == [i % 8 + 1 for i in range(16)]
+
+
+def test_top_p_and_top_k_cut_the_logits_before_the_softmax_as_d2caches_sampler_does():
+    """Row 0's tokens at p 0.5, 0.3, 0.15, 0.05: the 0.9 nucleus is its first three (the token that crosses
+    0.9 is kept), so its best token reads 0.5 / 0.95; row 1's best token at 0.95 is a nucleus of its own (1.0).
+    Ranked on the cut confidences row 1 goes first; the entropies stay the model's, uncut."""
+    rows = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.95, 0.03, 0.015, 0.005]])
+    picked, tokens, confidences, probs = choose(rows.log(), 1, None, top_p=0.9)
+    assert tokens.tolist() == [0, 0] and picked.tolist() == [False, True]
+    assert torch.allclose(confidences, torch.tensor([0.5 / 0.95, 1.0]))
+    assert torch.allclose(probs, rows)
+    _, _, confidences, _ = choose(rows.log(), 1, None, top_k=2)
+    assert torch.allclose(confidences, torch.tensor([0.5 / 0.8, 0.95 / 0.98]))
+    _, _, confidences, _ = choose(rows.log(), 1, None, top_p=0.7, top_k=1)  # nucleus {0, 1}, then its top 1
+    assert confidences.tolist() == [1.0, 1.0]
+    _, _, uncut, _ = choose(rows.log(), 1, None, top_p=1.0)  # top_p 1 cuts nothing
+    assert torch.allclose(uncut, torch.tensor([0.5, 0.95]))
+
+
+def test_a_nucleus_of_the_mask_alone_still_leaves_a_token_to_choose():
+    """p[MASK] 0.65 > top_p 0.6: the nucleus is the mask, which is never chosen; the best other token
+    joins it, and its confidence is its share of the two."""
+    _, tokens, confidences, _ = choose(BIG_MASK[2:].log(), 1, None, mask_id=MASK, top_p=0.6)
+    assert tokens.tolist() == [0] and torch.allclose(confidences, torch.tensor([0.2 / 0.85]))
+
+
+def test_sampling_draws_only_inside_the_nucleus():
+    rows = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    drawn = {int(choose(rows, 1, None, 1.0, block_noise(0, 0, step, 1, 4, torch.device("cpu")), top_p=0.7).tokens)
+             for step in range(200)}
+    assert drawn == {0, 1}
+
+
+def test_each_ranking_algorithm_unmasks_its_own_best_row():
+    """Row 0 has the most probable token (0.5), row 1 the widest margin (0.48 - 0.26), row 2 the lowest
+    entropy (0.777 nats against 0.856 and 1.053): Dream's maskgit_plus, topk_margin and entropy each pick theirs."""
+    rows = torch.tensor([[0.5, 0.45, 0.05], [0.48, 0.26, 0.26], [0.49, 0.49, 0.02]]).log()
+    for alg, best in (("maskgit_plus", 0), ("topk_margin", 1), ("entropy", 2)):
+        picked, *_ = choose(rows, 1, None, alg=alg)
+        assert picked.nonzero().flatten().tolist() == [best], alg
