@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 # How a checkpoint that does not say otherwise is decoded: LLaDA's defaults (gen 128, block 32).
 DEFAULT_GEN_LEN = 128
 DEFAULT_BLOCK_LEN = 32
+ALL_TASKS = "*"  # task_settings' key for settings of every decode of the model, of a task or not
 
 
 @dataclass
@@ -38,8 +39,9 @@ class ModelConfig:
     gen_len: int = DEFAULT_GEN_LEN
     block_len: int = DEFAULT_BLOCK_LEN
     # Decode settings the model declares for a task of its own (evaluation/tasks), over the defaults: e.g.
-    # {"stories": {"temperature": 0.7}} where greedy decoding of its stories loops. DecodeConfig.for_model
-    # applies them for that task; settings given explicitly win.
+    # {"stories": {"temperature": 0.7}} where greedy decoding of its stories loops; under ALL_TASKS, for
+    # every decode (Dream's top_p, core/families.py). DecodeConfig.for_model applies them, a task's over
+    # ALL_TASKS'; settings given explicitly win.
     task_settings: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

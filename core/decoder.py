@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import torch
 
-from core.config import ModelConfig
+from core.config import ALL_TASKS, ModelConfig
 from core.device import Span, clock, gc_paused, host_clock
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
@@ -23,10 +23,11 @@ from core.model import DiffusionTransformer
 from core.passes import Passes, check_graphs, index_tensor, passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.policies.params import Param
-from core.sampling import block_noise, choose, entropy, transfer_schedule
+from core.sampling import ALGS, block_noise, choose, entropy, transfer_schedule
+from core.schedules import SCHEDULES, dream_schedule
 
 
-def _setting(kind: type, default: int | float | None, **declared: object) -> Any:
+def _setting(kind: type, default: int | float | str | None, **declared: object) -> Any:
     """A DecodeConfig field that a person sets, declared as a core.Param named after the field
     (DecodeConfig.parameters): type, default, bounds, help, label and the range a UI offers."""
     return field(default=default, metadata={"param": dict(kind=kind, default=default, **declared)})
@@ -48,6 +49,18 @@ class DecodeConfig:
                                        help="Fast-dLLM's parallel decoding: unmask every token above this confidence")
     temperature: float = _setting(float, 0.0, low=0.0, high=10.0, ui=(0.0, 2.0), help="sampling temperature; 0: greedy")
     seed: int = _setting(int, 0, ui=(0, 2**31 - 1), help="the sampling generator's seed")
+    top_p: float | None = _setting(
+        float, None, low=0.0, high=1.0, low_open=True, unset="off", label="top-p",
+        help="nucleus: candidates and confidences from the fewest tokens holding this share of the probability, "
+        "as d2Cache's sampler cuts them (its Dream settings: 0.9; 1: no cut)")
+    top_k: int | None = _setting(int, None, low=1, ui=(1, 1024), unset="off", label="top-k",
+                                 help="candidates and confidences from the k most probable tokens, after top-p")
+    alg: str = _setting(str, ALGS[0], choices=ALGS, label="ranking",
+                        help="which masks are unmasked first: by probability (maskgit_plus), by the margin between "
+                        "the two most probable tokens (topk_margin), by negative entropy (entropy); Dream's names")
+    schedule: str = _setting(str, SCHEDULES[0], choices=SCHEDULES,
+                             help="block: the paper's, blocks left to right, a block's tokens spread evenly over its "
+                             "steps; dream: Dream's diffusion_generate, the whole response as one block, its steps")
     stop_at_eos: bool = True
     graphs: str = "auto"  # core/passes.py: fixed-shape passes replayed from CUDA graphs (auto: on a CUDA GPU)
 
@@ -64,7 +77,11 @@ class DecodeConfig:
             raise ValueError(f"block_len must be an integer in [1, gen_len={self.gen_len}], got {self.block_len!r}")
         if self.gen_len % self.block_len:
             raise ValueError(f"gen_len {self.gen_len} is not a multiple of block_len {self.block_len}")
-        n_blocks = self.gen_len // self.block_len
+        n_blocks = self.n_blocks
+        if self.threshold is not None and self.alg != ALGS[0]:
+            raise ValueError(f"a threshold reads the candidate's probability: it ranks by {ALGS[0]}, not {self.alg}")
+        if self.threshold is not None and self.schedule == "dream":
+            raise ValueError("the dream schedule unmasks as many tokens as its step says: it takes no threshold")
         if self.steps is not None:
             if not n_blocks <= self.steps <= self.gen_len:
                 raise ValueError(f"steps must be an integer in [{n_blocks}, {self.gen_len}], got {self.steps!r}")
@@ -79,10 +96,11 @@ class DecodeConfig:
         task: str | None = None, **settings,
     ) -> DecodeConfig:
         """A config whose gen and block length default (when None) to the model's own decode defaults
-        (ModelConfig.gen_len, block_len), and whose other settings, for one of the model's own tasks, to
-        what it declares for that task (ModelConfig.task_settings); `settings` are the other fields, given
-        explicitly. The CLI, bench and app use it."""
-        declared = model_config.task_settings.get(task, {}) if task else {}
+        (ModelConfig.gen_len, block_len), and whose other settings to what the model declares for every
+        decode (ModelConfig.task_settings[ALL_TASKS]) and, for one of its own tasks, for that task;
+        `settings` are the other fields, given explicitly. The CLI, bench and app use it."""
+        every = model_config.task_settings.get(ALL_TASKS, {})
+        declared = {**every, **(model_config.task_settings.get(task, {}) if task else {})}
         # the lengths are the model's own (ModelConfig.gen_len, block_len), whatever the task
         unknown = sorted(set(declared) - ({f.name for f in fields(cls)} - {"gen_len", "block_len"}))
         if unknown:
@@ -95,9 +113,10 @@ class DecodeConfig:
         )
 
     def one_token_per_step(self) -> DecodeConfig:
-        """This decode without parallel decoding: no threshold, no step count, one token per step. With
-        the policy `none` it is the paper's vanilla decoder, the baseline of its speedups."""
-        return replace(self, steps=None, threshold=None)
+        """This decode without parallel decoding: no threshold, no step count, one token per step, in
+        blocks (the dream schedule's steps are not one token each). With the policy `none` it is the
+        paper's vanilla decoder, the baseline of its speedups."""
+        return replace(self, steps=None, threshold=None, schedule=SCHEDULES[0])
 
     @property
     def parallel(self) -> bool:
@@ -108,17 +127,33 @@ class DecodeConfig:
             return False
         if self.threshold is not None:
             return self.threshold < 1
-        return self.steps is not None and self.steps < self.gen_len
+        return max(self.transfers()) > 1
 
     @property
     def max_steps(self) -> int:
         """The most steps the decode takes: `steps`, else gen_len (one token a step; with a threshold, at
-        least one a step)."""
+        least one a step; with the dream schedule, gen_len steps of its formula)."""
         return self.steps or self.gen_len
 
     @property
+    def n_blocks(self) -> int:
+        """The blocks decoded left to right: the dream schedule decodes the whole response as one."""
+        return 1 if self.schedule == "dream" else self.gen_len // self.block_len
+
+    @property
+    def block_size(self) -> int:
+        """The positions of a decoded block: block_len, or the whole response with the dream schedule."""
+        return self.gen_len // self.n_blocks
+
+    @property
     def steps_per_block(self) -> int:
-        return self.max_steps // (self.gen_len // self.block_len)
+        return self.max_steps // self.n_blocks
+
+    def transfers(self) -> list[int]:
+        """Tokens to unmask at each step of a block (None: a threshold decides)."""
+        if self.schedule == "dream":
+            return dream_schedule(self.gen_len, self.max_steps)
+        return transfer_schedule(self.block_size, self.steps_per_block)
 
 
 DecodeConfig.parameters = tuple(Param(f.name, **f.metadata["param"]) for f in fields(DecodeConfig)
@@ -178,7 +213,7 @@ def decode(
     event (evaluation.diagnostics.Probe measures the cache's drift this way)."""
     config = DecodeConfig.for_model(model.config) if config is None else config
     prompt = _check_prompt(model, prompt_ids, config.gen_len)
-    with passes_for(model, len(prompt) + config.gen_len, config.block_len, config.graphs) as passes:
+    with passes_for(model, len(prompt) + config.gen_len, config.block_size, config.graphs) as passes:
         yield from _steps(model, prompt, policy, config, before_step, passes)
 
 
@@ -192,13 +227,13 @@ def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, 
     decode_order: list[int] = []
     policy.reset()
     totals = Totals()
-    n_blocks = config.gen_len // config.block_len
+    n_blocks, size = config.n_blocks, config.block_size
+    schedule = config.transfers()  # every block's, in full: the dream schedule's is the one block's
 
     step = 0
     for block in range(n_blocks):
-        start = p + block * config.block_len
-        end = start + config.block_len
-        schedule = transfer_schedule(config.block_len, config.steps_per_block)
+        start = p + block * size
+        end = start + size
         block_step = 0
         while block_masked := tuple(pos for pos in range(start, end) if sequence[pos] == mask_id):
             ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, tuple(decode_order),
@@ -261,19 +296,19 @@ def _step(
     layer_rows = [ctx.length if rows is None else len(rows)] * n_layers if hook is None else hook.layer_rows
     if stream:  # the rows computed at any layer; None when every layer computed every row
         rows = None if min(layer_rows) == ctx.length else hook.computed.nonzero().flatten().tolist()
-    # The mask token is never an answer: a model that ranks it first (an untrained one can) would
-    # otherwise "unmask" a position into a mask, and the block would never finish.
-    logits[:, model.config.mask_token_id] = float("-inf")
-
     noise = None
     if config.temperature:  # the rows of the block's masked positions (core/sampling.py says why)
         block = block_noise(config.seed, ctx.block, ctx.block_step, ctx.block_end - ctx.block_start,
                             logits.shape[-1], device)
         noise = block[index_tensor([pos - ctx.block_start for pos in ctx.block_masked], device)]
-    picked, tokens, probs = choose(logits, n_transfer, config.threshold, config.temperature, noise)
+    # Probabilities over the whole vocabulary, as every reference has them; the mask token is only
+    # never an answer: a model that ranks it first (an untrained one can) would otherwise "unmask" a
+    # position into a mask, and the block would never finish.
+    picked, tokens, confidences, probs = choose(logits, n_transfer, config.threshold, config.temperature, noise,
+                                                mask_id=model.config.mask_token_id, top_p=config.top_p,
+                                                top_k=config.top_k, alg=config.alg)
     masked = index_tensor(ctx.block_masked, device)
     passes.tokens.index_copy_(0, masked, torch.where(picked, tokens, passes.tokens[masked]))
-    confidences = probs.gather(1, tokens[:, None]).squeeze(1)
     read = [picked.double(), tokens.double(), confidences.double()]
     issue_s = 0.0
     if passes.entropies_in_readout:  # every masked row's entropy, issued now: one wait instead of two

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.config import ModelConfig
+from core.config import ALL_TASKS, ModelConfig
 
 OWN_MODEL_TYPE = "entropycache-dlm"  # config.json's model_type of the project's own model
 
@@ -131,6 +131,10 @@ def _dream_config(d: dict, end_ids: list[int]) -> ModelConfig:
         eos_token_ids=tuple(sorted({eos, *end_ids} if eos is not None else set(end_ids))),
         logit_shift=1,
         family="dream",
+        # d2Cache, the framework the EntropyCache paper ran on, decodes Dream with top_p 0.9 on every task,
+        # at temperature 0 too (Kamichanw/d2Cache configs/gen_args.py, get_generation_args: "set based on
+        # model", dream-base and dream-inst); given explicitly, top_p 1 cuts nothing.
+        task_settings={ALL_TASKS: {"top_p": 0.9}},
     )
 
 

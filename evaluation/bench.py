@@ -295,22 +295,25 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def sweep_contenders(taus: list[float], ks: list[int]) -> list[Contender]:
-    """The exact decoder (the reference) then EntropyCache at every (tau, k) of the grid."""
-    return contenders_from(["none", "entropy"], {"tau": taus, "k": ks})
+def sweep_contenders(taus: list[float], ks: list[int], scope: str = "block") -> list[Contender]:
+    """The exact decoder (the reference) then EntropyCache at every (tau, k) of the grid, its partial steps
+    recomputing the masked rows of `scope` (the block's or the response's)."""
+    return contenders_from(["none", "entropy"], {"tau": taus, "k": ks, "scope": [scope]})
 
 
 def sweep_progress(
-    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
+    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1,
+    scope: str = "block",
 ) -> Iterator[Progress]:
     """A tau x k grid of EntropyCache against the exact decoder in one interleaved bench run,
     followed decode by decode (see bench_progress): the app's Sweep tab streams these."""
-    yield from bench_progress(model, tokenizer, items, sweep_contenders(taus, ks), config, warmup)
+    yield from bench_progress(model, tokenizer, items, sweep_contenders(taus, ks, scope), config, warmup)
 
 
 def sweep(
-    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1
+    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1,
+    scope: str = "block",
 ) -> list[dict]:
     """sweep_progress run to the end: one row for `none`, then one per (tau, k)."""
-    return bench_rows(sweep_progress(model, tokenizer, items, taus, ks, config, warmup), bar=False)
+    return bench_rows(sweep_progress(model, tokenizer, items, taus, ks, config, warmup, scope), bar=False)
 

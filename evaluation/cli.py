@@ -44,7 +44,7 @@ from core.loading import (
 )
 from core.passes import GRAPH_MODES, GRAPHS_HELP
 from core.policies import POLICIES, TABLE_ORDER, make_policy
-from core.policies.params import Param
+from core.policies.params import Param, check_choice, value_text
 from core.threads import BUSY, TEAM, CoreLoad
 from evaluation.bench import bench_progress, bench_rows, contenders_from, format_table
 from evaluation.diagnostics import drift_report, format_drift
@@ -82,9 +82,9 @@ def add_decode_args(ap: argparse.ArgumentParser) -> None:
     """One flag per declared decode setting (DecodeConfig.parameters). None defaults here: a setting
     not given is the model's (gen and block length) or DecodeConfig's."""
     for p in DecodeConfig.parameters:
-        default = "the model's" if p.name in BY_MODEL else p.unset or f"{p.default:g}"
+        default = "the model's" if p.name in BY_MODEL else p.unset or value_text(p.default)
         ap.add_argument(FLAGS.get(p.name, f"--{p.name.replace('_', '-')}"), dest=p.name, type=p.kind, default=None,
-                        help=f"{p.help} (default: {default})")
+                        choices=p.choices or None, help=f"{p.help} (default: {default})")
     ap.add_argument("--graphs", choices=GRAPH_MODES, default=GRAPH_MODES[0], help=GRAPHS_HELP)
 
 
@@ -101,8 +101,9 @@ def add_policy_args(ap: argparse.ArgumentParser, lists: bool) -> None:
     for p in declared_params().values():
         users = ", ".join(name for name, cls in POLICIES.items() if p in cls.parameters)
         flags = [f"--{p.name.replace('_', '-')}"] + ([f"-{p.name}"] if len(p.name) == 1 else [])
-        text = f"{p.help} ({users}; default {p.default:g}{'; comma list for a sweep' if lists else ''})"
-        ap.add_argument(*flags, dest=p.name, type=str if lists else p.kind, default=None, help=text)
+        text = f"{p.help} ({users}; default {value_text(p.default)}{'; comma list for a sweep' if lists else ''})"
+        ap.add_argument(*flags, dest=p.name, type=str if lists else p.kind, default=None,
+                        choices=None if lists else p.choices or None, help=text)
 
 
 def policy_params(name: str, args: argparse.Namespace) -> dict:
@@ -128,6 +129,12 @@ def _value_lists(args: argparse.Namespace) -> dict[str, list]:
         if text is None:
             continue
         flag = f"--{p.name.replace('_', '-')}"
+        if p.choices:  # names: each checked as it is written
+            names = [v.strip() for v in text.split(",") if v.strip()]
+            if not names:
+                raise ValueError(f"{flag} must be a comma list of {', '.join(p.choices)}, got none in {text!r}")
+            out[p.name] = [check_choice(flag, v, p.choices) for v in names]
+            continue
         try:
             numbers = [float(v) for v in text.split(",") if v.strip()]
         except ValueError:

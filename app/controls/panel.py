@@ -66,9 +66,14 @@ def _hand_on(self: gr.components.Component, payload: Any) -> Any:
     return payload
 
 
-def bounded_slider(control: Control, value: float | None = None, prefix: str = "") -> gr.Slider:
+def bounded_slider(control: Control, value: float | str | None = None, prefix: str = "") -> gr.Slider | gr.Dropdown:
     """A control's slider: the range the handler enforces again (integers are checked there, not
-    rounded here), its label and help."""
+    rounded here), its label and help. A setting chosen by name (a schedule) gets a dropdown of its
+    choices, which the handler checks again too."""
+    if control.param.choices:
+        value = control.default if value is None else value
+        return as_sent(gr.Dropdown(list(control.param.choices), value=value, label=control.label,
+                                   info=control.info or None, elem_id=f"{prefix}ctl-{control.key}"))
     low, high = control.slider_range
     step = 1 if control.param.kind is int else 0.01
     value = control.default if value is None else value

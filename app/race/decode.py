@@ -139,7 +139,7 @@ def race_snapshots(
     A prompt that leaves no room for gen_len is refused by core's decode (a ValueError) at the first step.
     """
     config, length = run.config, len(prompt_ids) + run.config.gen_len
-    captured = capture_ahead(model, length, config.block_len, config.graphs, lanes=len(run.lanes))
+    captured = capture_ahead(model, length, config.block_size, config.graphs, lanes=len(run.lanes))
     floor_s = weight_read_floor_s(model)
     prepared = "passes compiled" if compiled_passes(model) is not None else "CUDA graphs captured"
     decoders = [decode(model, prompt_ids, lane.policy, lane.config) for lane in run.lanes]

@@ -38,6 +38,10 @@ TOTALS_FIELDS = [f.name for f in fields(Totals)]
 # before them has none and reads as what they were then (pass times as not recorded).
 LATER_FIELDS = {"capture_s": 0.0, "kv_change": None, "forward_s": None, "choice_s": None}
 DECODING = [p.name for p in DecodeConfig.parameters]
+# A declared setting a trace does not record (one declared after it was written: top_p, top_k, alg,
+# schedule, EntropyCache's scope) reads as its declared default, which is what that decode ran at.
+DECODING_DEFAULTS = {p.name: p.default for p in DecodeConfig.parameters}
+CONTROL_DEFAULTS = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,8 @@ class _Shape:
 
 
 def _settings(raw: object) -> dict:
-    s = _object(raw, "settings", ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
+    s = _object(_with_defaults(raw, CONTROL_DEFAULTS), "settings", ("prompt", "model", "policy", *RUN_CONTROLS,
+                                                                    "compared_params"))
     for name in ("prompt", "model", "policy"):
         _str(s[name], f"settings.{name}", MAX_TEXT)
     for name, control in RUN_CONTROLS.items():  # as every run's controls are checked
@@ -155,7 +160,7 @@ def _run_decoding(settings: dict) -> dict:
 
 def _decoding(raw: object, where: str, gen_len: int) -> dict:
     """A lane's decode settings, as a DecodeConfig checks them, at the run's gen length."""
-    d = _checked_decoding(_object(raw, where, DECODING), where)
+    d = _checked_decoding(_object(_with_defaults(raw, DECODING_DEFAULTS), where, DECODING), where)
     if d["gen_len"] != gen_len:
         raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {d['gen_len']}")
     return d
@@ -294,6 +299,11 @@ def _object(raw: object, where: str, keys: tuple[str, ...] | list[str], optional
         problem = f"missing {', '.join(missing)}" if missing else f"unknown field {_show(extra[0])}"
         raise ValueError(f"{where}: {problem}")
     return dict(raw)
+
+
+def _with_defaults(raw: object, defaults: dict) -> object:
+    """`raw` with the declared settings it lacks at their defaults (a trace written before they were declared)."""
+    return {**defaults, **raw} if isinstance(raw, dict) else raw
 
 
 def _with_later_fields(raw: object, names: list[str]) -> object:

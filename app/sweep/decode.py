@@ -39,7 +39,7 @@ DEFAULT_TAUS = "0.1, 0.5, 1, 2, 4"  # across the stories' knee (docs/BENCHMARKS.
 DEFAULT_KS = "2"
 # The decode controls a sweep takes. It decodes greedily but where its model declares other settings for
 # the task of its held-out items (ModelConfig.task_settings: the embedded model samples its stories).
-DECODING = ("gen_len", "block_len", "steps", "threshold")
+DECODING = ("gen_len", "block_len", "steps", "threshold", "top_p", "top_k", "alg", "schedule")
 # What a visitor picks -> (evaluation.tasks task, worked examples before each problem). Stories first: they
 # have real choices, so tau changes what is recomputed; word problems are nearly certain everywhere.
 TASKS = {"stories": ("stories", 0), "word problems": ("words", 0), "word problems, 4-shot": ("words", 4)}
@@ -56,6 +56,7 @@ class SweepParams:
     problems: int  # held-out items of a task
     config: DecodeConfig  # from the sweep's controls (decode_config says how the model's declared settings join)
     prompts: tuple[tuple[int, str], ...] = ()  # OWN_PROMPTS: (line, prompt) for each line that is not blank
+    scope: str = "block"  # EntropyCache's masked rows at every point: the block's or the response's
 
     def items(self) -> list[Item]:
         if self.task == OWN_PROMPTS:
@@ -87,14 +88,16 @@ class SweepParams:
         sweep has no control of its own (as `bench --task` decodes them); your prompts as they are."""
         if self.task == OWN_PROMPTS:
             return self.config
-        own = {key: getattr(self.config, key) for key in DECODING}
+        # an unset one (None) is the model's declared setting, else DecodeConfig's (Dream's top_p 0.9 stays)
+        own = {key: getattr(self.config, key) for key in DECODING if getattr(self.config, key) is not None}
         return DecodeConfig.for_model(model_config, task=TASKS[self.task][0], graphs=self.config.graphs, **own)
 
     def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
         """The sweep's progress after each decode (plain data: evaluation.bench.Progress), as the tab runner's
         Job. Stops between two decodes once should_stop() is true."""
         config = self.decode_config(model.config)
-        for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), config):
+        for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), config,
+                                       scope=self.scope):
             yield progress
             if should_stop():
                 return
@@ -151,14 +154,18 @@ def parse_prompts(text: object) -> tuple[tuple[int, str], ...]:
 
 
 def parse_sweep(
-    model: object, task: object, prompts: object, taus: object, ks: object, problems: object, gen_len: object,
-    block_len: object, steps: object, threshold: object, *, models: list[str], graphs: str = "auto",
+    model: object, task: object, prompts: object, taus: object, ks: object, problems: object, *,
+    models: list[str], graphs: str = "auto", scope: object = RUN_CONTROLS["scope"].default, **decoding: object,
 ) -> SweepParams:
-    """Validate one sweep's raw inputs (as the UI or an API client sent them); `graphs`: the server's
-    (ModelRegistry.graphs). The prompts box is read only when the task is OWN_PROMPTS."""
+    """Validate one sweep's raw inputs (as the UI or an API client sent them); `decoding`: the DECODING
+    controls by name (one not sent is at its default); `scope`: EntropyCache's masked rows at every point;
+    `graphs`: the server's (ModelRegistry.graphs). The prompts box is read only when the task is OWN_PROMPTS."""
     check_choice(model, models, "model")
     check_choice(task, SOURCES, "task")
-    sent = dict(zip(DECODING, (gen_len, block_len, steps, threshold)))
+    unknown = sorted(set(decoding) - set(DECODING))
+    if unknown:
+        raise ValueError(f"the sweep has no control {shown(unknown[0])} (its decoding: {', '.join(DECODING)})")
+    sent = {key: decoding.get(key, DECODE_CONTROLS[key].default) for key in DECODING}
     return SweepParams(
         model=str(model),
         task=str(task),
@@ -167,6 +174,7 @@ def parse_sweep(
         problems=PROBLEMS.check(problems),
         config=decode_config({key: DECODE_CONTROLS[key].check(value) for key, value in sent.items()}, graphs),
         prompts=parse_prompts(prompts) if task == OWN_PROMPTS else (),
+        scope=RUN_CONTROLS["scope"].check(scope),
     )
 
 

@@ -16,8 +16,11 @@ from pathlib import Path
 
 from app.serving.downloads import DOWNLOAD_DIR, write_download
 from app.sweep.decode import OWN_PROMPTS, TASKS, SweepParams
+from core.decoder import DecodeConfig
+from core.policies.params import value_text
 
 SWEEP_FORMAT = "entropycache-sweep/1"
+DECLARED = {p.name: p.default for p in DecodeConfig.parameters}  # a setting at its default needs no flag
 SETTINGS = ("policy", "label", "tau", "k")  # the columns that say which point a line is
 LEFT_OUT = {"params", "per_prompt", "tokens"}  # in the JSON; not one cell of a spreadsheet each
 
@@ -38,6 +41,11 @@ def cli_command(params: SweepParams, model: str | None, device: str) -> str:
              "--k", ",".join(str(k) for k in params.ks), "--gen-len", str(c.gen_len), "--block", str(c.block_len)]
     args += ["--steps", str(c.steps)] if c.steps else []
     args += ["--threshold", repr(c.threshold)] if c.threshold else []
+    for name in ("top_p", "top_k", "alg", "schedule"):  # each where it is not its declared default
+        value = getattr(c, name)
+        if value != DECLARED[name]:
+            args += [f"--{name.replace('_', '-')}", value_text(value)]
+    args += ["--scope", params.scope] if params.scope != "block" else []
     args += ["--graphs", c.graphs] if c.graphs != "auto" else []
     return shlex.join(args + ["--json", "rows.json"])
 
@@ -48,7 +56,8 @@ def sweep_record(params: SweepParams, rows: list[dict], command: str) -> dict:
     settings = {"model": params.model, "task": params.task, "prompts": [p for _, p in params.prompts] or None,
                 "problems": params.problems if params.task != OWN_PROMPTS else None, "taus": list(params.taus),
                 "ks": list(params.ks), "gen_len": c.gen_len, "block_len": c.block_len, "steps": c.steps,
-                "threshold": c.threshold}
+                "threshold": c.threshold, "top_p": c.top_p, "top_k": c.top_k, "alg": c.alg, "schedule": c.schedule,
+                "scope": params.scope}
     return {"format": SWEEP_FORMAT, "settings": settings, "command": command, "rows": rows}
 
 

@@ -23,7 +23,7 @@ import gradio as gr
 import pandas as pd
 from gradio.blocks import Block
 
-from app.controls.declared import DECODE_CONTROLS
+from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
 from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_sweep
@@ -308,7 +308,9 @@ class SweepTab:
         p, c = result.params, result.params.config
         schedule = (f"parallel decoding (threshold {c.threshold:g})" if c.threshold is not None
                     else f"{c.steps} steps" if c.steps else "one token per step")
-        message += f" The sweep decoded {p.task} with gen length {c.gen_len}, block length {c.block_len}, {schedule}."
+        blocks = f"Dream's schedule in {c.max_steps} steps" if c.schedule == "dream" else (
+            f"block length {c.block_len}, {schedule}")
+        message += f" The sweep decoded {p.task} with gen length {c.gen_len}, {blocks}."
         panels = self.panels
         return out | {panels.loaded: message, panels.plot: pareto_figure(result.rows, metric, (tau, k)),
                       panels.point: point_html(result.rows, tau, k, result.pieces, result.sep),
@@ -334,6 +336,7 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
         with gr.Column(scale=3):
             taus = gr.Textbox(DEFAULT_TAUS, label="tau values (nats, comma separated)", elem_id="sweep-taus")
             ks = gr.Textbox(DEFAULT_KS, label="k values (comma separated)", elem_id="sweep-ks")
+            scope = bounded_slider(RUN_CONTROLS["scope"], prefix="sweep-")  # a dropdown: block or response
             prompts = gr.Textbox("", lines=4, max_length=MAX_BOX_CHARS, elem_id="sweep-prompts",
                                  label=f"Your prompts, one per line (at most {MAX_OWN_PROMPTS})",
                                  placeholder="\n".join(first.examples[:3]))
@@ -364,7 +367,8 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
     pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
     tab = SweepTab(ctx, panels, load_into, decoding[:2])
 
-    sent = {"model": model, "task": task, "prompts": prompts, "taus": taus, "ks": ks, "problems": problems,
+    sent = {"model": model, "task": task, "prompts": prompts, "taus": taus, "ks": ks, "scope": scope,
+            "problems": problems,
             **dict(zip(DECODING, decoding)), "metric": metric}
     wire_run(run, stop, ctx, tab.run, sent, panels.outputs(), "sweep", status)
     model.change(tab.on_model, model, [*decoding[:2], status], api_visibility="private")

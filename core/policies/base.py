@@ -82,5 +82,8 @@ class CachePolicy:
         return dict(self._values)
 
     def describe(self) -> str:
-        p = ", ".join(f"{k}={v}" for k, v in self.params().items())
+        """name(param=value, ...); a parameter chosen by name (EntropyCache's scope) only where it is not
+        its default, so that the label of the common case stays as it was before it was declared."""
+        at_default = {q.name for q in self.parameters if q.choices and self._values[q.name] == q.default}
+        p = ", ".join(f"{k}={v}" for k, v in self.params().items() if k not in at_default)
         return f"{self.name}({p})" if p else self.name

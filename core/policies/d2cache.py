@@ -4,7 +4,10 @@ chosen at the end of the step before, the same at every layer.
 The set for the next step is
 1. up to `current_k` still-masked rows, ranked by confidence times certainty density (a Gaussian,
    `sigma` wide, over which response positions are decoded), rows of the current block first,
-   searched from the block start to the end of the block that holds the current_k-th masked row;
+   searched from the block's first masked position to the end of the "block" that holds the
+   current_k-th masked row, blocks sized by the current block's masked count, as d2Cache's code runs
+   (its block mask is narrowed in place); for Dream the rows before them, row p-1 (the last prompt
+   row) set after the nucleus, as there: chosen exactly when position p is;
 2. every row unmasked in this step (computed once more with its real token);
 3. the smallest set of the other rows holding a `rollout_p` share of global importance: the column
    sums of an attention rollout through every layer, built from the head-averaged attention of the
@@ -125,11 +128,15 @@ class D2Cache(CachePolicy):
         decoded = set(ctx.decode_order).union(outcome.unmasked)
         remaining = torch.tensor([pos not in decoded for pos in range(p, ctx.length)])
         chosen = torch.zeros(ctx.length, dtype=torch.bool)
-        for pos in self._certain_masked(ctx, remaining):
-            chosen[pos - ctx.logit_shift] = True  # the row its logits come from
+        certain = self._certain_masked(ctx, remaining)
+        for pos in certain:  # the row its logits come from; Dream's first response position's, row p-1, below
+            if pos - ctx.logit_shift >= p:
+                chosen[pos - ctx.logit_shift] = True
         chosen[list(outcome.unmasked)] = True
         importance = self.probe.importance(ctx.length).cpu()
         chosen[nucleus(importance, ~chosen, self.rollout_p)] = True
+        if ctx.logit_shift:  # as d2Cache sets it, after the nucleus: chosen exactly when position p is
+            chosen[p - 1] = p in certain
         if self.inflate_w:
             chosen = inflate(chosen, self.inflate_w)
         self.next_rows = chosen.nonzero().flatten().tolist()
@@ -140,14 +147,17 @@ class D2Cache(CachePolicy):
         if not remaining.any():
             return []
         scores = self.confidence * certainty_density(~remaining, self.sigma)
+        # d2Cache's block mask as its code runs: check_can_generate narrows it in place to the block's
+        # positions still masked when the step began (src/generation/utils.py), so the window's "block
+        # size" is that count and it starts at the first of them (docs/ALGORITHM.md says why we follow it).
         block = torch.zeros(g, dtype=torch.bool)
-        block[ctx.block_start - p : ctx.block_end - p] = True
+        block[[pos - p for pos in ctx.block_masked]] = True
         scores[block] += scores.max()
-        size = ctx.block_end - ctx.block_start
+        size = len(ctx.block_masked)
         reach = torch.cumsum(remaining.int(), 0) >= self.current_k
         last = int(reach.int().argmax()) if reach.any() else g - 1
-        search_end = min((last // size + 1) * size - 1, g - 1)  # blocks counted from the response start
+        search_end = min((last // size + 1) * size - 1, g - 1)  # "blocks" of that size from the response start
         index = torch.arange(g)
-        search = (index >= ctx.block_start - p) & (index <= search_end) & remaining
+        search = (index >= ctx.block_masked[0] - p) & (index <= search_end) & remaining
         picked = torch.topk(torch.where(search, scores, -torch.inf), min(self.current_k, g)).indices
         return [p + i for i in picked.tolist() if search[i]]

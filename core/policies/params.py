@@ -1,9 +1,10 @@
 """A setting declared once: name, type, default, bounds, a line of help and the range a UI offers.
 
 A policy's parameters (CachePolicy.parameters) and the decode settings (DecodeConfig.parameters) are
-declared this way, and everything else is derived from the declarations: the objects' own checks,
-the command line's flags (evaluation/cli.py), the bench's columns and sweeps, and the app's controls,
-whose server-side bounds are the declared UI range. A bad value is a ValueError that names the
+declared this way (a number, or a name out of a few `choices`), and everything else is derived from
+the declarations: the objects' own checks, the command line's flags (evaluation/cli.py), the bench's
+columns and sweeps, and the app's controls (a slider, or a dropdown of the choices), whose server-side
+bounds are the declared UI range. A bad value is a ValueError that names the
 setting and what it allows.
 """
 
@@ -18,8 +19,8 @@ SHOWN_CHARS = 60  # a value quoted in a message is cut here: a client may send a
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: type  # int or float
-    default: int | float | None  # None: an optional setting, unset unless given
+    kind: type  # int, float, or str for a setting chosen by name out of `choices`
+    default: int | float | str | None  # None: an optional setting, unset unless given
     low: int | float = -math.inf  # inclusive, unless low_open
     high: int | float = math.inf  # inclusive
     help: str = ""
@@ -29,10 +30,13 @@ class Param:
     low_open: bool = False  # True: low itself is refused (a fraction in (0, 1])
     label: str = ""  # what a UI calls it; default: the name
     unset: str = ""  # an optional setting's meaning when it is not given: "one token per step"
+    choices: tuple[str, ...] = ()  # a setting of kind str: the names it may be, the default first in a UI
 
     def __post_init__(self) -> None:
-        if self.kind not in (int, float):
-            raise TypeError(f"parameter {self.name}: kind must be int or float, got {self.kind!r}")
+        if self.kind not in (int, float, str):
+            raise TypeError(f"parameter {self.name}: kind must be int, float or str, got {self.kind!r}")
+        if (self.kind is str) != bool(self.choices):
+            raise TypeError(f"parameter {self.name}: a setting chosen by name (kind str), and only it, has choices")
         if (self.default is None) != bool(self.unset):
             raise TypeError(f"parameter {self.name}: an optional one (default None), and only it, says what "
                             "being unset means")
@@ -42,6 +46,8 @@ class Param:
 
     @property
     def slider_range(self) -> tuple[int | float, int | float]:
+        if self.choices:
+            raise ValueError(f"parameter {self.name} is chosen by name ({', '.join(self.choices)}), not on a slider")
         lo, hi = self.ui or (self.low, self.high)
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError(f"parameter {self.name} needs a finite `ui` range for a slider")
@@ -55,7 +61,9 @@ class Param:
         return self.low, self.high, self.low_open
 
     def expected(self, ui: bool = False) -> str:
-        """What a valid value is, in words: 'a positive integer', 'a number in [0, 1]'."""
+        """What a valid value is, in words: 'a positive integer', 'a number in [0, 1]', 'one of block, dream'."""
+        if self.choices:
+            return f"one of {', '.join(self.choices)}"
         low, high, low_open = self.bounds(ui)
         noun = "integer" if self.kind is int else "number"
         if high == math.inf and low in (0, 1) and not low_open:
@@ -66,12 +74,14 @@ class Param:
         bracket = "(" if low_open else "["
         return f"{article} {noun} in {bracket}{number_text(low)}, {number_text(high)}]"
 
-    def check(self, value: object, ui: bool = False, label: str = "") -> int | float | None:
+    def check(self, value: object, ui: bool = False, label: str = "") -> int | float | str | None:
         """`value` as this parameter's type if it is one inside the bounds (with `ui`, inside the UI's
-        range), else a ValueError that names it (as `label`, default its name). None is the value of
-        an optional setting that is not set."""
+        range; for a setting chosen by name, one of its choices), else a ValueError that names it (as
+        `label`, default its name). None is the value of an optional setting that is not set."""
         if value is None and self.default is None:
             return None
+        if self.choices:
+            return check_choice(label or self.name, value, self.choices)
         if isinstance(value, bool) or not isinstance(value, int | float):
             item = getattr(value, "item", None)  # numpy scalars and 0-d tensors are numbers too
             value = item() if callable(item) and getattr(value, "ndim", 1) == 0 else value
@@ -84,6 +94,11 @@ class Param:
         if bad or not low <= value <= high or (low_open and value == low):
             raise ValueError(f"{label or self.name} must be {self.expected(ui)}, got {shown(value)}")
         return int(value) if self.kind is int else float(value)
+
+
+def value_text(value: int | float | str | None) -> str:
+    """A declared setting's value as a person writes it: a number as number_text does, a name as it is."""
+    return value if isinstance(value, str) else number_text(value)
 
 
 def number_text(value: float) -> str:

@@ -102,14 +102,29 @@ def test_events_report_the_confidence_each_token_was_chosen_with():
     events = run(model, make_policy("none"), gen_len=8, block_len=8, stop_at_eos=False)
     x = torch.tensor(PROMPT + [model.config.mask_token_id] * 8)
     for e in events:  # the exact decoder: each step's logits are one full forward of the sequence so far
-        logits = model.full_logits(x[None])[0].float()
-        logits[:, model.config.mask_token_id] = -math.inf
-        probs = torch.softmax(logits, dim=-1)
+        probs = torch.softmax(model.full_logits(x[None])[0].float(), dim=-1)  # the whole vocabulary, [MASK] too
         assert len(e.confidences) == len(e.unmasked)
         for pos, tok, conf in zip(e.unmasked, e.unmasked_tokens, e.confidences):
             assert conf == pytest.approx(probs[pos, tok].item(), rel=1e-4)
-            assert tok == probs[pos].argmax()  # temperature 0: the most probable token
+            without_mask = probs[pos].clone()
+            without_mask[model.config.mask_token_id] = 0.0
+            assert tok == without_mask.argmax()  # temperature 0: the most probable token but the mask
         x[e.unmasked] = torch.tensor(e.unmasked_tokens)
+
+
+def test_a_decode_at_a_top_p_reports_the_confidences_of_the_nucleus():
+    """A nucleus smaller than any token's probability is that token alone: every confidence reads 1.0,
+    each token is its row's most probable one but the mask, and the entropy is the model's, uncut."""
+    model = tiny_model()
+    first = run(model, make_policy("none"), gen_len=8, block_len=8, stop_at_eos=False, top_p=1e-6)[0]
+    assert first.confidences == [1.0]
+    x = torch.tensor(PROMPT + [model.config.mask_token_id] * 8)
+    with torch.no_grad():
+        probs = torch.softmax(model.full_logits(x[None])[0].float(), dim=-1)[first.unmasked[0]]
+    without_mask = probs.clone()
+    without_mask[model.config.mask_token_id] = 0.0
+    assert first.unmasked_tokens == [int(without_mask.argmax())]
+    assert first.entropies[0] == pytest.approx(float(torch.special.entr(probs).sum()), rel=1e-5)
 
 
 def test_threshold_unmasks_several_tokens_per_step():
@@ -159,6 +174,13 @@ def test_stops_at_end_of_text_and_fills_the_rest():
         (dict(gen_len=0, block_len=8), "gen_len must be"),
         (dict(gen_len=16, block_len=8, threshold=1.5), "threshold must be a number in (0, 1]"),
         (dict(gen_len=16, block_len=8, temperature=float("nan")), "temperature"),
+        (dict(gen_len=16, block_len=8, top_p=0.0), "top_p must be a number in (0, 1], got 0.0"),
+        (dict(gen_len=16, block_len=8, top_k=0), "top_k must be a positive integer, got 0"),
+        (dict(gen_len=16, block_len=8, alg="margin"), "alg must be one of maskgit_plus, topk_margin, entropy, got "
+                                                       "'margin'"),
+        (dict(gen_len=16, block_len=8, schedule="dreams"), "schedule must be one of block, dream, got 'dreams'"),
+        (dict(gen_len=16, block_len=8, threshold=0.9, alg="entropy"), "a threshold reads the candidate's probability"),
+        (dict(gen_len=16, block_len=8, threshold=0.9, schedule="dream"), "the dream schedule unmasks as many tokens"),
     ],
 )
 def test_bad_decode_settings_raise_clear_errors(kwargs, message):

@@ -50,6 +50,19 @@ def test_dream_layout_without_remote_code(dream_dir):
     assert prompt.endswith("<|im_start|>user\nhow many apples<|im_end|>\n<|im_start|>assistant\n")
 
 
+def test_dream_decodes_at_d2caches_top_p_unless_told_otherwise(dream_dir, llada_dir):
+    """d2Cache's settings for Dream (configs/gen_args.py) cut to the 0.9 nucleus on every task; LLaDA's cut nothing."""
+    from core.decoder import DecodeConfig
+    from core.loading import read_config
+
+    dream = read_config(dream_dir)[0]
+    assert dream.task_settings == {"*": {"top_p": 0.9}}
+    assert DecodeConfig.for_model(dream).top_p == 0.9 == DecodeConfig.for_model(dream, task="words").top_p
+    assert DecodeConfig.for_model(dream, top_p=1.0).top_p == 1.0  # given explicitly: it wins
+    llada = read_config(llada_dir)[0]
+    assert DecodeConfig.for_model(llada).top_p is None and DecodeConfig.for_model(llada).top_k is None
+
+
 def test_own_model_round_trip(tmp_path):
     model = tiny_model(vocab_size=140, gen_len=32, block_len=16)
     tok = build_tokenizer(["mia", "has", "apples"])

@@ -30,6 +30,7 @@ SETTINGS = {
     "two tokens per step": dict(gen_len=16, block_len=8, steps=8),
     "threshold": dict(gen_len=16, block_len=8, threshold=0.3),
     "sampling": dict(gen_len=16, block_len=16, temperature=1.0, seed=7),
+    "dream schedule, top-p": dict(gen_len=16, block_len=8, steps=6, schedule="dream", top_p=0.9, alg="topk_margin"),
 }
 # Each policy with settings that make it compute partial passes of many sizes.
 POLICY_PARAMS = {"none": {}, "entropy": {"tau": 0.5, "k": 2}, "dual": {}, "prefix": {},

@@ -99,12 +99,13 @@ def test_unknown_policy_and_command_are_rejected(model_dir):
 def test_every_policy_parameter_has_its_flag():
     """Flags come from the policies' declarations: each declared parameter has one, with its default."""
     from core.policies import POLICIES
+    from core.policies.params import value_text
 
     out = cli("generate", "--help")
     assert out.returncode == 0 and out.stderr == ""
     for cls in POLICIES.values():
         for p in cls.parameters:
-            assert f"--{p.name.replace('_', '-')}" in out.stdout and f"default {p.default:g}" in out.stdout
+            assert f"--{p.name.replace('_', '-')}" in out.stdout and f"default {value_text(p.default)}" in out.stdout
 
 
 def test_every_decode_setting_has_its_flag():
@@ -116,7 +117,8 @@ def test_every_decode_setting_has_its_flag():
     assert out.returncode == 0 and out.stderr == ""
     for p in DecodeConfig.parameters:
         flag = FLAGS.get(p.name, f"--{p.name.replace('_', '-')}")
-        assert f"{flag} {p.name.upper()}" in out.stdout and p.help.split(";")[0] in out.stdout
+        metavar = "{" + ",".join(p.choices) + "}" if p.choices else p.name.upper()  # a name's flag lists them
+        assert f"{flag} {metavar}" in out.stdout and p.help.split(";")[0] in out.stdout
 
 
 def test_every_command_is_behind_the_one_entry_point():

@@ -208,6 +208,26 @@ def test_a_trace_from_before_capture_times_still_replays_the_same(recorded) -> N
         read_trace(json.dumps(mutate(recorded, "lanes.0.events.0.capture_s", -1)).encode())
 
 
+def test_a_trace_from_before_the_later_decode_settings_reads_them_as_their_defaults(recorded) -> None:
+    """Traces downloaded before top_p, top_k, alg, schedule and EntropyCache's scope were declared have none
+    of them: each reads as its declared default (what those decodes ran at), in the run's settings and
+    every lane's."""
+    later = ("top_p", "top_k", "alg", "schedule")
+    older = copy.deepcopy(recorded)
+    del older["settings"]["scope"]  # EntropyCache's, declared since too
+    for name in later:
+        del older["settings"][name]
+        for lane in older["lanes"]:
+            del lane["decoding"][name]
+    old, new = read_trace(json.dumps(older).encode()), read_trace(json.dumps(recorded).encode())
+    assert old == new
+    assert [(lane.decoding["top_p"], lane.decoding["top_k"], lane.decoding["alg"], lane.decoding["schedule"])
+            for lane in old.lanes] == [(None, None, "maskgit_plus", "block")] * len(old.lanes)
+    assert replay_of(older).frames == replay_of(recorded).frames
+    with pytest.raises(ValueError, match=re.escape("lanes[1].decoding: schedule must be one of block, dream")):
+        read_trace(json.dumps(mutate(recorded, "lanes.1.decoding.schedule", "blocks")).encode())
+
+
 def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     with pytest.raises(ValueError, match="The trace is not JSON"):
         read_trace(b"{nope")

@@ -65,3 +65,41 @@ def test_next_rows_are_certain_masks_decoded_tokens_and_the_rollout_nucleus():
     policy.observe(ctx, Outcome((6,), (0.1,)))
     # masked 5, 7 (6 was just decoded): in block, the top 2; 6 just decoded; 0 holds the rollout's weight
     assert policy.next_rows == [0, 5, 6, 7]
+
+
+def _attending(length: int, weights: dict[int, float]) -> RolloutProbe:
+    """A one-layer probe whose every row attends to `weights` (position: share)."""
+    probe = RolloutProbe(0, None)
+    row = torch.zeros(length)
+    for pos, w in weights.items():
+        row[pos] = w
+    probe.attention = [(torch.arange(length), row.expand(length, length))]
+    return probe
+
+
+def test_the_search_window_is_sized_by_the_blocks_masked_count_as_d2caches_code_runs():
+    """Prompt 0..3, response 4..15 in blocks of 4; 4 and 5 decoded, step 2 decodes 6. With current_k 3 the
+    3rd remaining mask is position 9 (response index 5). d2Cache's block mask, narrowed in place to the block's
+    two masks (6, 7), sizes its "blocks" at 2: the window ends at index 5 (position 9), so 7, 8, 9 are chosen.
+    Sized by the block's length (4) it would reach position 11 and take the confident 10 and 11 instead of 8, 9."""
+    policy = make_policy("d2cache", current_k=3, rollout_p=0.01, sigma=2.0, inflate_w=0)
+    policy.confidence = torch.tensor([0.9, 0.9, 0.9, 0.9, 0.01, 0.01, 0.99, 0.99, 0.5, 0.5, 0.5, 0.5])
+    policy.probe = _attending(16, {0: 1.0})
+    ctx = StepContext(2, 0, 2, 4, 8, 4, 16, (6, 7), (4, 5))
+    policy.observe(ctx, Outcome((6,), (0.1,)))
+    assert policy.next_rows == [0, 6, 7, 8, 9]
+
+
+def test_dreams_last_prompt_row_is_set_after_the_nucleus_as_d2cache_sets_it():
+    """Dream (logits of position i at row i-1), prompt 0..3, block 4..7. Row 3 holds most of the rollout's
+    weight, row 0 the rest. While position 4 is among the chosen masks, row 3 is chosen and the nucleus,
+    which may pick it too, picks nothing else; once 4 is decoded, row 3 is left out though the nucleus
+    picked it."""
+    policy = make_policy("d2cache", current_k=2, rollout_p=0.3, sigma=2.0, inflate_w=0)
+    policy.confidence = torch.tensor([0.9, 0.8, 0.1, 0.1, 0.5, 0.5, 0.5, 0.5])
+    policy.probe = _attending(12, {3: 0.8, 0: 0.2})
+    policy.observe(StepContext(1, 0, 1, 4, 8, 4, 12, (4, 5, 6, 7), (), 1), Outcome((6,), (0.1,)))
+    assert policy.next_rows == [3, 4, 6]  # masks 4, 5 -> rows 3 (after the nucleus), 4; 6 just decoded
+    policy.probe = _attending(12, {3: 0.8, 0: 0.2})
+    policy.observe(StepContext(2, 0, 2, 4, 8, 4, 12, (5, 7), (4, 6), 1), Outcome((7,), (0.1,)))
+    assert policy.next_rows == [4, 7]  # mask 5 -> row 4; 7 just decoded; the nucleus's row 3 is dropped

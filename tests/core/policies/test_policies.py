@@ -1,6 +1,7 @@
 """Policies: exact rows for hand-made decode histories, and the Dream logit shift."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -38,6 +39,19 @@ def test_entropy_partial_rows_are_block_masks_plus_k_recent():
     policy = make_policy("entropy", tau=0.5, k=0)
     policy.observe(MID, Outcome((10,), (0.1,)))
     assert rows(policy.plan(MID)) == [9, 10, 11]  # k=0: still the token of the last step (10), once
+
+
+def test_entropy_with_the_response_scope_recomputes_every_masked_row_of_the_response():
+    policy = make_policy("entropy", tau=0.5, k=2, scope="response")
+    policy.observe(MID, Outcome((10,), (0.1,)))
+    assert rows(policy.plan(MID)) == list(range(8, 16))  # masked 9, 11, 12..15 + recent 10, 8
+    policy = make_policy("entropy", tau=0.5, k=0, scope="response")
+    policy.observe(MID, Outcome((10,), (0.1,)))
+    assert rows(policy.plan(MID)) == [9, 10, 11, 12, 13, 14, 15]
+    with pytest.raises(ValueError, match=re.escape("scope must be one of block, response, got 'all'")):
+        make_policy("entropy", scope="all")
+    assert make_policy("entropy", scope="response").describe() == "entropy(tau=1.0, k=2, scope=response)"
+    assert make_policy("entropy", tau=0.5).describe() == "entropy(tau=0.5, k=2)"  # the default scope unsaid
 
 
 def test_entropy_goes_full_after_an_uncertain_step_and_at_block_start():
@@ -115,6 +129,28 @@ def test_dream_shift_is_honoured_in_partial_passes(family, shift):
         masked_before = masked_after | set(e.unmasked)
         expected = masked_before | {m - shift for m in masked_before} | set(before.unmasked)
         assert sorted(e.rows) == sorted(expected)
+
+
+@pytest.mark.parametrize("name", ["dual", "prefix"])
+def test_dual_and_prefix_on_dream_compute_the_block_and_the_rows_their_logits_come_from(name):
+    """Our choice for Dream (docs/ALGORITHM.md): a partial step computes the block's rows (dual; prefix: and
+    every row after it) plus the rows whose logits the decoder reads, row i-1 of each masked position, so
+    row block_start-1 while the block's first position is masked. d2Cache's PrefixCache shifts the rows left
+    instead (the block's last row is never recomputed); Fast-dLLM's Dream decoder is a decoding rule apart."""
+    model = tiny_model("dream")
+    prompt = [5, 6, 7]
+    events = list(decode(model, prompt, make_policy(name), DecodeConfig(gen_len=8, block_len=4, stop_at_eos=False)))
+    length = len(prompt) + 8
+    starts = []
+    for before, e in zip(events, events[1:]):
+        if e.full:
+            continue
+        start = len(prompt) + 4 * e.block
+        first_masked = before.tokens[start - len(prompt)] == model.config.mask_token_id
+        end = start + 4 if name == "dual" else length
+        assert e.rows == list(range(start - first_masked, end))
+        starts.append(first_masked)
+    assert True in starts and False in starts  # both cases met
 
 
 def test_policy_can_be_added_without_touching_the_decoder():
