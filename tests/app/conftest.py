@@ -25,7 +25,8 @@ def gpu_registry(registry, monkeypatch):
     import app.serving.registry
     from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 
-    monkeypatch.setattr(app.serving.registry, "load_model", lambda source, device, fusion: registry.get(EMBEDDED_LABEL))
+    monkeypatch.setattr(app.serving.registry, "load_model",
+                        lambda source, device, fusion, compile_mode: registry.get(EMBEDDED_LABEL))
     examples = registry.choice(EMBEDDED_LABEL).example_list  # the warm-up reads the long one: the model must read it
     return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)])
 

@@ -30,7 +30,8 @@ from core.policies.params import shown
 
 HOSTILE = "10.66.0.1"  # the address of the visitor who sends too much (X-Forwarded-For, as behind a Space's proxy)
 SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5", ks="2", problems=1, gen_len=32,
-             block_len=16, steps=0, threshold=0, metric="accuracy")
+             block_len=16, steps=0, threshold=0, top_p=0, top_k=0, alg="maskgit_plus", schedule="block",
+             metric="accuracy", scope="block")
 
 
 def in_api_order(url: str, api: str, data: list | dict) -> list:

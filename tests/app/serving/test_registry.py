@@ -69,7 +69,7 @@ def test_models_are_loaded_once(registry) -> None:
 def test_gpu_models_are_evicted_oldest_first_beyond_the_limit(monkeypatch) -> None:
     loads: list[str] = []
 
-    def fake_load(source: str, device: str, fusion: str):
+    def fake_load(source: str, device: str, fusion: str, compile_mode: str):
         loads.append(source)
         return object(), source
 

@@ -47,7 +47,8 @@ def spaces(monkeypatch):
 @pytest.fixture
 def gpu_model(registry, monkeypatch):
     """A registry whose one 'GPU' model is the embedded one (on the CPU), decoded on the static path."""
-    monkeypatch.setattr(app.serving.registry, "load_model", lambda source, device, fusion: registry.get(EMBEDDED_LABEL))
+    monkeypatch.setattr(app.serving.registry, "load_model",
+                        lambda source, device, fusion, compile_mode: registry.get(EMBEDDED_LABEL))
     examples = registry.choice(EMBEDDED_LABEL).example_list
     gpu = ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)], graphs="on")
     yield gpu
