@@ -1,7 +1,9 @@
-"""The Race's paper preset on the embedded model, against the bench on the same prompt, in one run.
+"""The Race's paper preset (or the cache alone) on the embedded model, against the bench on the same
+prompt, in one run.
 
     python scripts/paper_race.py              # 3 rounds: ~1.5 minutes on 2 CPU cores
     python scripts/paper_race.py --rounds 5 --json runs/paper_race.json
+    python scripts/paper_race.py --preset cache-alone   # EntropyCache against no cache, one token per step
 
 Each round races the preset as the app does (app.controls.run.check_run builds the lanes, and
 app.race.decode.race_snapshots steps them on the shared compute clock: vanilla decoding, no cache at
@@ -11,7 +13,9 @@ words --shots 4 --n 1 --threshold 0.9 --policies none,entropy` does (its `vs van
 round and as medians: the race's speedup and its two factors, each from two lanes' clocks; the bench's
 figure for the prompt and how far the race is from it; whether EntropyCache's answer is vanilla's;
 how far the time panel's parts are from each lane's clock; and the full and partial pass costs the
-panel shows against evaluation.forward_cost's for the same length and rows. Run it alone on the machine.
+panel shows against evaluation.forward_cost's for the same length and rows. With --preset cache-alone
+the race has two lanes (no cache, EntropyCache, one token per step) and the bench's figure is its
+`speedup`. Run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from app.controls.declared import raced_policies  # noqa: E402
-from app.controls.presets import PAPER  # noqa: E402
+from app.controls.presets import PAPER, PRESETS, Preset  # noqa: E402
 from app.controls.run import RawRun, check_run  # noqa: E402
 from app.race.decode import race_snapshots  # noqa: E402
 from app.race.time_panel import pass_costs  # noqa: E402
@@ -40,19 +44,20 @@ from evaluation.outputs import unwritable, write_json  # noqa: E402
 from evaluation.tasks import held_out  # noqa: E402
 
 
-def race_round(registry, prompt: str) -> dict:
+def race_round(registry, prompt: str, preset: Preset) -> dict:
     """The preset raced as the app races it; its figures and its lanes' time splits."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    run = check_run(registry, RawRun(prompt, EMBEDDED_LABEL, PAPER.policy, PAPER.controls(), {}), raced_policies(),
+    run = check_run(registry, RawRun(prompt, EMBEDDED_LABEL, preset.policy, preset.controls(), {}), raced_policies(),
                     against_ours=True)
     *_, last = race_snapshots(model, chat_prompt_ids(tokenizer, prompt), run, throttle_s=60)
-    left, middle, right = last.lanes
+    left, right = last.lanes[0], last.lanes[-1]
+    middle = last.lanes[1] if len(last.lanes) == 3 else left  # two lanes: the whole speedup is the cache's
     splits = [TimeSplit.of(lane.events) for lane in last.lanes]
     full, partial, rows = pass_costs(splits)
     answers = [answer_text(tokenizer, lane.last) for lane in last.lanes]
     events = [e for lane in last.lanes for e in lane.events]
     return dict(speedup=left.clock / right.clock, parallel=left.clock / middle.clock, cache=middle.clock / right.clock,
-                same_answer=answers[0] == answers[2], parts_off=max(abs(s.total_s / lane.clock - 1)
+                same_answer=answers[0] == answers[-1], parts_off=max(abs(s.total_s / lane.clock - 1)
                                                                     for s, lane in zip(splits, last.lanes)),
                 full_ms=full * 1e3, partial_ms=partial * 1e3, partial_rows=rows,
                 full_logits=statistics.mean(read_logits(e, model) for e in events if e.full),
@@ -67,18 +72,21 @@ def read_logits(event, model) -> int:
     return block.count(model.config.mask_token_id) + len(event.unmasked)
 
 
-def bench_round(registry, item) -> float:
-    """`bench --threshold 0.9` on the one prompt: EntropyCache's speedup over the vanilla decoder."""
+def bench_round(registry, item, preset: Preset) -> float:
+    """The bench at the preset's settings on the one prompt (`bench --threshold 0.9` for the paper's):
+    EntropyCache's speedup over the vanilla decoder."""
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    config = DecodeConfig.for_model(model.config, threshold=0.9)
+    threshold = preset.controls().get("threshold") or None  # a control at 0: off
+    config = DecodeConfig.for_model(model.config, threshold=threshold)
     contenders = [Contender("none", {}), Contender("entropy", {})]
     rows = bench_rows(bench_progress(model, tokenizer, [item], contenders, config), bar=False)
-    return next(r for r in rows if r["policy"] == "entropy")["speedup_vs_vanilla"]
+    return next(r for r in rows if r["policy"] == "entropy")["speedup_vs_vanilla" if threshold else "speedup"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--preset", choices=[p.key for p in PRESETS], default=PAPER.key)
     ap.add_argument("--json", type=Path, help="write every round's figures here")
     args = ap.parse_args(argv)
     if args.rounds < 1:
@@ -92,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     item = held_out("words", 1, shots=4)[0]
     if item.prompt != prompt:
         raise SystemExit("the model's long example is not the bench's first 4-shot problem")
-    race_round(registry, prompt)  # warm-up: first calls allocate and pick kernels
+    preset = next(p for p in PRESETS if p.key == args.preset)
+    race_round(registry, prompt, preset)  # warm-up: first calls allocate and pick kernels
     rounds = []
     for i in range(args.rounds):
-        r = race_round(registry, prompt) | {"bench_vs_vanilla": bench_round(registry, item)}
+        r = race_round(registry, prompt, preset) | {"bench_vs_vanilla": bench_round(registry, item, preset)}
         model = registry.get(EMBEDDED_LABEL)[0]
         length, rows = r["length"], round(r["partial_rows"])
         full = forward_costs(model, length, [length], logit_rows=round(r["full_logits"]))[length]
