@@ -85,6 +85,7 @@ class CompiledPasses:
                                                        options=INDUCTOR_OPTIONS)
         self.compile_s = 0.0  # on the step's clock (core/device.py), which a step's time leaves out
         self.compile_wall_s = 0.0  # what a person waited: compiler processes included
+        self.ahead: set[int] = set()  # the thread counts whose graphs were compiled ahead (core.passes)
         self.failure = ""
 
     def __call__(self, model: DiffusionTransformer, tokens: torch.Tensor, cache: KVCache,

@@ -330,20 +330,24 @@ def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> 
     one and with several logit rows), at distinct sizes so that each graph serves any size, on the team
     sizes of an idle and of a busy machine (core/threads.py); the seconds compiling took (0 when every
     graph was there). The K/V they write are thrown away with their buffers."""
+    compiled = compiled_passes(model)
+    most = torch.get_num_threads()
+    teams = sorted(({most, 1} if TEAM.adaptive else {most}) - compiled.ahead, reverse=True)
+    if not teams:  # every graph is there, for any length and block: nothing to run
+        return 0.0
     block_len = min(block_len, length - 1)
     passes = Passes(model, length)
-    compiled = compiled_passes(model)
     waited = compiled.compile_wall_s
     block = list(range(length - block_len, length))
     kinds = [(None, block), (None, block[:1]), (block[:-2] + [block[-1]], block[1:-2]), (block[-2:], block[-1:]),
              (block[-1:], block[-1:])]
-    most = torch.get_num_threads()
     try:
-        for threads in sorted({most, 1} if TEAM.adaptive else {most}, reverse=True):
+        for threads in teams:
             torch.set_num_threads(threads)
             with torch.no_grad():
                 for rows, needed in kinds:
                     passes.run(model, rows, needed, threads=threads)
+            compiled.ahead.add(threads)
     finally:
         torch.set_num_threads(most)
     return compiled.compile_wall_s - waited
