@@ -28,6 +28,9 @@ forgets it, so the next decode tries again.
 
 A pass with a layer hook (the layer-wise policies, core/layerwise.py) runs eagerly over its exact
 rows, since the hook chooses rows and reads signals in Python between layers.
+
+On a CPU the fast path is the other one: the exact rows' passes compiled by inductor (core/compiled.py),
+with dynamic shapes, so nothing is padded; `capture_ahead` compiles them there instead of capturing.
 """
 
 from __future__ import annotations
