@@ -41,8 +41,8 @@ from core.model import DiffusionTransformer
 from core.policies.params import check_choice
 
 COMPILE_MODES = ("auto", "on", "off")
-COMPILE_HELP = ("a CPU decode's passes compiled by torch.compile at fixed row counts (core/compiled.py): auto (on "
-                "a CPU with a C++ compiler), on (wherever torch.compile works), off (eager)")
+COMPILE_HELP = ("a CPU decode's passes compiled by torch.compile, rows and length dynamic (core/compiled.py): auto "
+                "(on a CPU with a C++ compiler), on (wherever torch.compile works), off (eager)")
 DEFAULT_COMPILE = os.environ.get("ENTROPYCACHE_COMPILE", "auto")
 # Graphs of one compiled function, before dynamo stops compiling it: a model's few, and room for
 # several models in one process (dynamo's default is 8).

@@ -328,6 +328,16 @@ def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode
         return sum(ws.capture_s for ws in workspaces) - before
 
 
+CAPTURED = "CUDA graphs captured"
+COMPILED = "passes compiled"
+
+
+def prepared_by(model: DiffusionTransformer) -> str:
+    """What capture_ahead and a step's capture_s pay for with this model, in words: capturing CUDA graphs,
+    or compiling its passes (core/compiled.py)."""
+    return COMPILED if compiled_passes(model) is not None else CAPTURED
+
+
 def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> float:
     """Compile the model's passes now by running one of each kind a decode meets (full and partial, with
     one and with several logit rows), at distinct sizes so that each graph serves any size, on the team

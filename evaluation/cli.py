@@ -27,7 +27,6 @@ from core.compiled import (
     COMPILE_MODES,
     DEFAULT_COMPILE,
     compile_state,
-    compiled_passes,
     compiles,
     set_compile,
 )
@@ -42,7 +41,7 @@ from core.loading import (
     read_config,
     resolve,
 )
-from core.passes import GRAPH_MODES, GRAPHS_HELP
+from core.passes import GRAPH_MODES, GRAPHS_HELP, prepared_by
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.policies.params import Param, check_choice, value_text
 from core.threads import BUSY, TEAM, CoreLoad
@@ -311,8 +310,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
                 print(f"{task}, {k}-shot, mean prompt {result[0]['prompt_len']:.0f} tokens:")
             print(format_table(result))
             if captured := sum(row["capture_s"] for row in result):
-                what = "passes compiled" if compiled_passes(model) is not None else "CUDA graphs captured"
-                print(f"{what} in {captured:.2f}s in all (in no decode's time)")
+                print(f"{prepared_by(model)} in {captured:.2f}s in all (in no decode's time)")
             rows += result if k is None else [{"shots": k, **row} for row in result]
         print(load_note(load.others()))
         if args.json:

@@ -20,10 +20,9 @@ from dataclasses import dataclass, field, replace
 from app.controls.run import Run
 from app.serving.closing import close
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
-from core.compiled import compiled_passes
 from core.decoder import decode
 from core.events import StepEvent
-from core.passes import capture_ahead, capture_failure
+from core.passes import CAPTURED, capture_ahead, capture_failure, prepared_by
 from evaluation.forward_cost import weight_read_floor_s
 
 
@@ -53,7 +52,7 @@ class Snapshot:
     capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
     floor_s: float | None = None  # on a GPU, reading every weight once (evaluation.forward_cost.weight_read_floor_s)
     graphs_failed: str = ""  # why capturing CUDA graphs failed, once it did: every lane runs eagerly since
-    prepared: str = "CUDA graphs captured"  # what graphs_s paid for: capturing, or compiling (core/compiled.py)
+    prepared: str = CAPTURED  # what graphs_s paid for (core.passes.prepared_by)
 
     @property
     def graphs_s(self) -> float:
@@ -141,7 +140,7 @@ def race_snapshots(
     config, length = run.config, len(prompt_ids) + run.config.gen_len
     captured = capture_ahead(model, length, config.block_size, config.graphs, lanes=len(run.lanes))
     floor_s = weight_read_floor_s(model)
-    prepared = "passes compiled" if compiled_passes(model) is not None else "CUDA graphs captured"
+    prepared = prepared_by(model)
     decoders = [decode(model, prompt_ids, lane.policy, lane.config) for lane in run.lanes]
     with closing(race(decoders, [lane.policy.describe() for lane in run.lanes], throttle_s, should_stop,
                       capture_s=captured, floor_s=floor_s)) as snapshots:

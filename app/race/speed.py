@@ -13,6 +13,7 @@ from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.race.parted import partings
 from app.widgets.banner import banner
+from core.passes import CAPTURED, COMPILED
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
                    "tokens/s", "speedup vs left", "agreement with left", "parts from left at token"]
@@ -40,7 +41,7 @@ def speed_html(lane: Lane, label: LaneLabel) -> str:
 
 
 def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = "", graphs_s: float = 0.0,
-                graphs_failed: str = "", prepared: str = "CUDA graphs captured") -> str:
+                graphs_failed: str = "", prepared: str = CAPTURED) -> str:
     """The race's status line: the speedup of the right lane over the left one, its two factors where
     a middle lane runs, and in words which comparison that is. `graphs_s`: what capturing CUDA graphs
     cost the race (Snapshot.graphs_s; `prepared` says what it paid for, or compiling CPU passes), said apart
@@ -60,7 +61,7 @@ def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = ""
     if message:
         notes.append(message)
     if graphs_s:
-        once = "for every length" if prepared == "passes compiled" else "for this length"
+        once = "for every length" if prepared == COMPILED else "for this length"
         notes.append(f"{prepared[0].upper()}{prepared[1:]} in {graphs_s:.2f} s, once {once}: on no lane's clock.")
     if graphs_failed:
         notes.append(f"CUDA graphs could not be captured ({graphs_failed}): every lane runs eagerly.")

@@ -19,10 +19,9 @@ from app.serving.sessions import RunBoard
 from app.serving.turn_queue import TurnQueue
 from app.widgets.banner import STOPPED
 from app.widgets.throttle import DEFAULT_THROTTLE_S
-from core.compiled import compiled_passes
 from core.decoder import DecodeConfig, decode
 from core.loading import chat_prompt_ids
-from core.passes import capture_ahead
+from core.passes import capture_ahead, prepared_by
 from core.policies import make_policy
 from evaluation.forward_cost import weight_read_floor_s
 
@@ -50,8 +49,7 @@ class AppContext:
         if model not in self._warm:
             captured = warm_up(model, tokenizer, self.registry.choice(label), self.registry.graphs)
             if captured:
-                what = "passes compiled" if compiled_passes(model) is not None else "CUDA graphs captured"
-                print(f"warm-up: {what} for {label} in {captured:.2f} s", flush=True)
+                print(f"warm-up: {prepared_by(model)} for {label} in {captured:.2f} s", flush=True)
             self._warm.add(model)
         return model, tokenizer
 

@@ -12,6 +12,7 @@ from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race
 from core.decoder import DecodeConfig
 from core.events import Totals
+from core.passes import COMPILED
 
 
 def fake_decoder(costs: list[float], closed: list[str] | None = None, name: str = ""):
@@ -121,6 +122,8 @@ def test_the_status_line_tells_what_capturing_graphs_cost_and_no_lane_is_charged
     text = banner_html(lanes, comparison, graphs_s=snap.graphs_s)
     assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on no lane's clock" in text
     assert "CUDA graphs" not in banner_html(lanes, comparison)
+    compiled = banner_html(lanes, comparison, graphs_s=2.5, prepared=COMPILED)  # a CPU's passes (core/compiled.py)
+    assert "Passes compiled in 2.50 s, once for every length: on no lane's clock" in compiled
     failed = banner_html(lanes, comparison, graphs_failed="RuntimeError: operation not permitted when stream is "
                                                           "capturing")
     assert "<b>2.00x</b>" in failed and ("CUDA graphs could not be captured (RuntimeError: operation not permitted "
