@@ -491,3 +491,16 @@ def test_the_embedded_model_writes_a_held_out_story_the_checker_accepts():
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
     assert stories.check_story(story, answer) == (True, ""), answer
+
+
+def test_the_arithmetic_floor_is_a_pass_flops_at_the_measured_rate(saved):
+    """The floor divides the pass's count by the rate; the rate is a product's FLOPs over its time."""
+    from core.loading import load_model
+    from evaluation.forward_cost import arithmetic_floor_s, gemm_rate, pass_flops
+
+    model, _ = load_model(saved)
+    rate = gemm_rate(model, 24, repeats=2)
+    assert rate > 0
+    cfg = model.config
+    assert arithmetic_floor_s(cfg, 6, 24, 1, 1e9) == pass_flops(cfg, 6, 24, 1) / 1e9
+    assert arithmetic_floor_s(cfg, 24, 24, 24, 1e9) > arithmetic_floor_s(cfg, 6, 24, 1, 1e9)
