@@ -32,9 +32,10 @@ from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
 from app.sweep.decode import MAX_OWN_PROMPTS, MAX_PROBLEMS, OWN_PROMPTS, SweepParams, parse_list, parse_sweep
 from app.sweep.export import SWEEP_FORMAT, cli_command
+from app.sweep.panels import SweepResult
 from app.sweep.point import neighbour
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
-from app.sweep.tab import HELD_OUT_INSTEAD, SweepResult, SweepTab, build_sweep_tab
+from app.sweep.tab import HELD_OUT_INSTEAD, SweepTab, build_sweep_tab
 from app.widgets.banner import STOPPED
 from core.decoder import DecodeConfig
 from evaluation import cli
