@@ -10,14 +10,14 @@ built, so no raw value travels further and nothing is built twice. No gradio her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
-from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelChoice, ModelRegistry, prompt_tokens
+from app.serving.sent import check_choice
 from core.decoder import DecodeConfig
 from core.loading import chat_prompt_ids, check_unicode
 from core.policies import CachePolicy, make_policy
@@ -97,21 +97,6 @@ class Run:
         """The most steps a lane takes: one token per step, or `steps`. (With a threshold a block runs
         until it is done, at least one token a step: gen length steps at most.)"""
         return max(lane.config.max_steps for lane in self.lanes)
-
-
-@dataclass(frozen=True)
-class RunJob:
-    """A Race or Drift run as its device decodes it (the tab runner's Job): `decode` is the tab's
-    snapshots function (app/race/decode.py race_snapshots, app/drift/decode.py drift_snapshots), a
-    module-level function, so the job stays plain data that pickles into ZeroGPU's worker."""
-
-    decode: Callable[..., Iterator]  # (model, prompt_ids, run, throttle_s, should_stop) -> snapshots
-    run: Run
-    prompt_ids: list[int]
-    throttle_s: float
-
-    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator:
-        return self.decode(model, self.prompt_ids, self.run, self.throttle_s, should_stop)
 
 
 def check_prompt(prompt: object) -> str:

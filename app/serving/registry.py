@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from app.controls.sent import check_choice
 from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import EXAMPLES_INSTEAD, Example, chat_examples, task_examples
+from app.serving.sent import check_choice
 from core.compiled import DEFAULT_COMPILE, check_compile
 from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
 from core.decoder import DecodeConfig

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
-from app.controls.sent import check_choice
+from app.serving.sent import check_choice
 from core.decoder import DecodeConfig
 from core.policies import Param
 from core.policies.params import shown

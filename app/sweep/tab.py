@@ -22,11 +22,11 @@ from gradio.blocks import Block
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
 from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
-from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice, prompt_tokens
 from app.serving.runner import Outputs, TabRunner, TabView
+from app.serving.sent import check_choice
 from app.sweep.decode import (
     DECODING,
     DEFAULT_KS,
