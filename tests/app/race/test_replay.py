@@ -10,7 +10,8 @@ import pytest
 from fake_clock import FakeClock
 from races import race_run, stream_race
 
-from app.race.panels import LANE_PARTS, build_race_panels
+from app.race.panels import build_race_panels
+from app.race.render import LANE_PARTS
 from app.race.replay import PACES, STEP_PACE, Replay
 from app.race.replay_panel import ReplayPanel, build_replay_panel, check_frame, load_trace_file
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
