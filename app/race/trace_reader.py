@@ -49,11 +49,6 @@ TOTALS_FIELDS = [f.name for f in fields(Totals)]
 # Fields a step's event and totals gained after this format was first written out: a trace from
 # before them has none and reads as what they were then (pass times as not recorded).
 LATER_FIELDS = {"capture_s": 0.0, "kv_change": None, "forward_s": None, "choice_s": None}
-DECODING = [p.name for p in DecodeConfig.parameters]
-# A declared setting a trace does not record (one declared after it was written: top_p, top_k, alg,
-# schedule, EntropyCache's scope) reads as its declared default, which is what that decode ran at.
-DECODING_DEFAULTS = {p.name: p.default for p in DecodeConfig.parameters}
-CONTROL_DEFAULTS = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
 
 
 @dataclass(frozen=True)
@@ -127,7 +122,8 @@ class _Shape:
 
 
 def _settings(raw: object) -> dict:
-    s = read_object(_with_defaults(raw, CONTROL_DEFAULTS), "settings",
+    defaults = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
+    s = read_object(_with_defaults(raw, defaults), "settings",
                     ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
     for name in ("prompt", "model", "policy"):
         read_text(s[name], f"settings.{name}", MAX_TEXT)
@@ -166,12 +162,14 @@ def _model(raw: object) -> TraceModel:
 def _run_decoding(settings: dict) -> dict:
     """Every lane's decode settings in a trace of the first format: the run's controls, as a DecodeConfig
     checks them."""
-    return _checked_decoding({name: DECODE_CONTROLS[name].setting(settings[name]) for name in DECODING}, "settings")
+    return _checked_decoding({key: control.setting(settings[key]) for key, control in DECODE_CONTROLS.items()},
+                             "settings")
 
 
 def _decoding(raw: object, where: str, gen_len: int) -> dict:
     """A lane's decode settings, as a DecodeConfig checks them, at the run's gen length."""
-    d = _checked_decoding(read_object(_with_defaults(raw, DECODING_DEFAULTS), where, DECODING), where)
+    defaults = {p.name: p.default for p in DecodeConfig.parameters}
+    d = _checked_decoding(read_object(_with_defaults(raw, defaults), where, list(defaults)), where)
     if d["gen_len"] != gen_len:
         raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {d['gen_len']}")
     return d
@@ -294,7 +292,9 @@ def _json_int(digits: str) -> int:
 
 
 def _with_defaults(raw: object, defaults: dict) -> object:
-    """`raw` with the declared settings it lacks at their defaults (a trace written before they were declared)."""
+    """`raw` with the declared settings it lacks at their defaults. A setting declared after a trace was
+    written (top_p, top_k, alg, schedule, EntropyCache's scope) is not in it: that decode ran at its
+    declared default. The declarations are read when a trace is, so a new one needs nothing here."""
     return {**defaults, **raw} if isinstance(raw, dict) else raw
 
 

@@ -229,6 +229,29 @@ def test_a_trace_from_before_the_later_decode_settings_reads_them_as_their_defau
         read_trace(json.dumps(mutate(recorded, "lanes.1.decoding.schedule", "blocks")).encode())
 
 
+def test_a_setting_declared_after_a_trace_was_written_reads_as_its_default(recorded, monkeypatch) -> None:
+    """A new decode setting is its declaration (and its use in the decode), nothing else: a trace written
+    before it was declared still loads and replays, the setting at its declared default in the run's
+    settings and every lane's, and checked as declared. Declared here for the test: DecodeConfig's
+    graphs, a field no declaration names (how the passes run)."""
+    from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control
+    from core import DecodeConfig, Param
+
+    assert "graphs" not in recorded["settings"] and not any("graphs" in lane["decoding"] for lane in recorded["lanes"])
+    frames = replay_of(recorded).frames
+    declared = Param("graphs", str, "auto", choices=("auto", "on", "off"), help="how a step's passes run")
+    monkeypatch.setattr(DecodeConfig, "parameters", (*DecodeConfig.parameters, declared))
+    monkeypatch.setitem(DECODE_CONTROLS, "graphs", Control.of(declared))
+    monkeypatch.setitem(RUN_CONTROLS, "graphs", Control.of(declared))
+    trace = read_trace(json.dumps(recorded).encode())
+    assert trace.settings["graphs"] == "auto" and [lane.decoding["graphs"] for lane in trace.lanes] == ["auto"] * 2
+    assert replay_of(recorded).frames == frames
+    with pytest.raises(ValueError, match=re.escape("lanes[1].decoding: graphs must be one of auto, on, off, got 'x'")):
+        read_trace(json.dumps(mutate(recorded, "lanes.1.decoding.graphs", "x")).encode())
+    with pytest.raises(ValueError, match=re.escape("settings.graphs: graphs must be one of auto, on, off, got 'x'")):
+        read_trace(json.dumps(mutate(recorded, "settings.graphs", "x")).encode())
+
+
 def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     with pytest.raises(ValueError, match="The trace is not JSON"):
         read_trace(b"{nope")
