@@ -124,7 +124,7 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     config = decode_config(values, registry.graphs)
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
-    ids = registry.check_prompt(choice.label, text)
+    ids = registry.check_prompt(choice, text)
     prompt_len = prompt_tokens(ids, text)
     settings = {"prompt": text, "model": choice.label, "policy": str(raw.policy), **values, "compared_params": own}
     lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (

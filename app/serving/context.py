@@ -55,13 +55,14 @@ class AppContext:
         """The queue of the device a model runs on ('cpu' or 'cuda'): one decode at a time on it."""
         return self._queues[device]
 
-    def load_warm(self, label: str) -> tuple[object, object]:
-        """(model, tokenizer), warmed up once per process (see warm_up)."""
-        model, tokenizer = self.registry.get(label)
+    def load_warm(self, choice: ModelChoice) -> tuple[object, object]:
+        """(model, tokenizer) of a run's model (looked up once: ModelRegistry.choice), warmed up once per
+        process (see warm_up)."""
+        model, tokenizer = self.registry.load(choice)
         if model not in self._warm:
-            captured = warm_up(model, tokenizer, self.registry.choice(label), self.registry.graphs, self.warm_shapes)
+            captured = warm_up(model, tokenizer, choice, self.registry.graphs, self.warm_shapes)
             if captured:
-                print(f"warm-up: {prepared_by(model)} for {label} in {captured:.2f} s", flush=True)
+                print(f"warm-up: {prepared_by(model)} for {choice.label} in {captured:.2f} s", flush=True)
             self._warm.add(model)
         return model, tokenizer
 

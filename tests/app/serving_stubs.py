@@ -20,7 +20,7 @@ class StubRegistry:
     def is_loaded(self, label):
         return True
 
-    def get(self, label):
+    def load(self, choice):
         return object(), object()
 
 
@@ -28,7 +28,7 @@ def stub_context() -> AppContext:
     """An AppContext on StubRegistry whose warm load hands back two placeholders for the model and its
     tokenizer: a runner's turns, places and stops without a model behind them."""
     ctx = AppContext(StubRegistry())
-    ctx.load_warm = lambda label: (object(), object())
+    ctx.load_warm = lambda choice: (object(), object())
     return ctx
 
 

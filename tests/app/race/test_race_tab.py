@@ -68,3 +68,14 @@ def test_the_race_tab_hands_the_context_the_race_a_visitor_finds_on_the_page(reg
     assert (shape.gen_len, shape.block_len, shape.lanes) == (256, 32, 3) == (
         DEFAULT_PRESET.controls()["gen_len"], DEFAULT_PRESET.controls()["block_len"], DEFAULT_PRESET.lanes)
     assert shape.example(choice) == choice.paper_example
+
+
+def test_a_race_looks_its_model_up_once(registry, monkeypatch) -> None:
+    """The model a run names is checked and looked up once (check_run); loading it, warming it up and
+    checking the prompt take the choice found then."""
+    looked_up = []
+    choice = registry.choice
+    tab = race_tab(registry, RunBoard())
+    monkeypatch.setattr(registry, "choice", lambda label: looked_up.append(label) or choice(label))
+    out = list(tab.run(**run_args(), request=SimpleNamespace(session_hash="once")))
+    assert out[-1].get(tab.panels.trace) and looked_up == [EMBEDDED_LABEL]
