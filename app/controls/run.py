@@ -21,7 +21,6 @@ from app.serving.sent import check_choice
 from core.decoder import DecodeConfig
 from core.loading import chat_prompt_ids, check_unicode
 from core.policies import CachePolicy, make_policy
-from core.policies.entropy import EntropyCache
 
 MAX_PROMPT_CHARS = 6000  # the longest example prompt (a passage of ~1,000 tokens) is ~4,500
 
@@ -43,6 +42,12 @@ class RawRun(NamedTuple):
         return cls(sent.get("prompt"), sent.get("model"), sent.get("policy"), numbers, compared)
 
 
+def entropy_threshold(policy: CachePolicy) -> float | None:
+    """The tau a policy that decides by entropy (CachePolicy.decides_by_entropy) was built with; None for
+    any other. The one place a lane's tau is read: the race's plots and a replay's take it from here."""
+    return policy.params()["tau"] if policy.decides_by_entropy else None
+
+
 def decoding_of(config: DecodeConfig) -> dict:
     """A decode's settings as a trace records them and a lane's label reads them (None: an optional one unset)."""
     return {p.name: getattr(config, p.name) for p in DecodeConfig.parameters}
@@ -60,6 +65,11 @@ class LaneRun:
     @property
     def decoding(self) -> dict:
         return decoding_of(self.config)
+
+    @property
+    def tau(self) -> float | None:
+        """The entropy its policy decides its full steps against (None: a policy that decides by none)."""
+        return entropy_threshold(self.policy)
 
 
 @dataclass(frozen=True)
@@ -85,8 +95,8 @@ class Run:
 
     @property
     def tau(self) -> float | None:
-        """EntropyCache's threshold in this run (None: no lane decides by entropy)."""
-        return next((lane.policy.tau for lane in self.lanes if isinstance(lane.policy, EntropyCache)), None)
+        """EntropyCache's threshold in this run, as its lane's policy has it (None: no lane decides by entropy)."""
+        return next((lane.tau for lane in self.lanes if lane.tau is not None), None)
 
     def ids(self, tokenizer) -> list[int]:
         """The prompt ids every lane decodes (core.loading.chat_prompt_ids), tokenized once."""

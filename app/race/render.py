@@ -64,7 +64,6 @@ class Layout:
 
     text: TokenText
     gen_len: int
-    tau: float
     max_steps: int  # the most steps a lane may take: the plots' step axis at the longest
     n_layers: int
     prompt_len: int
@@ -84,7 +83,7 @@ class Layout:
         cfg = model.config
         labels = tuple(LaneLabel.of(lane) for lane in run.lanes)
         return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), run.config.gen_len,
-                   run.tau, run.max_steps, cfg.n_layers, prompt_len, labels)
+                   run.max_steps, cfg.n_layers, prompt_len, labels)
 
 
 class Renderer:
@@ -125,11 +124,10 @@ class Renderer:
         label = lay.labels[i]
         cursor = lane.last.step if self.cursor and lane.last else None
         span = step_axis(len(lane.events), lay.max_steps)
-        tau = lay.tau if label.uses_tau else None
         view = LaneView(
             speed=speed_html(lane, label),
             text=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
-            entropy=entropy_figure(lane.events, tau, span, cursor, label.cached),
+            entropy=entropy_figure(lane.events, label.tau, span, cursor, label.cached),
             rows=rows_figure(lane.events, lay.n_layers, span, lay.length, lay.prompt_len, cursor),
             tokens=list(lane.last.tokens) if lane.last else [],
         )

@@ -29,6 +29,7 @@ from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
 from core.decoder import DecodeConfig
 from core.events import StepEvent, Totals
+from core.policies import POLICIES
 
 MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB
 MAX_EVENTS = 4096  # per lane
@@ -59,6 +60,7 @@ class RecordedLane:
     text: str
     finish_rank: int | None
     events: list[StepEvent]
+    tau: float | None = None  # the entropy its policy decided by (None: a policy that decides by none)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ def read_trace(data: bytes) -> Trace:
     shape = _Shape(len(prompt_ids), settings["gen_len"], model)
     run_decoding = None if current else _run_decoding(settings)
     sides = SIDES[len(lanes)]
-    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding) for i, lane in enumerate(lanes))
+    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding, settings["tau"])
+                 for i, lane in enumerate(lanes))
     work = sum((len(prompt_ids) + settings["gen_len"]) * len(lane.events) for lane in read)
     if work > MAX_WORK:  # what a replay draws, frame by frame, grows with it
         raise ValueError(f"The trace's race did {work:,} positions of work (positions x steps, over its lanes); "
@@ -185,9 +188,9 @@ def _checked_decoding(d: dict, where: str) -> dict:
 
 
 def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _Shape,
-          run_decoding: dict | None) -> RecordedLane:
+          run_decoding: dict | None, tau: float) -> RecordedLane:
     """Lane `index` of the trace's `sides`; `run_decoding`: its decode settings where the format records
-    none per lane."""
+    none per lane; `tau`: the run's (EntropyCache's), the lane's own if its policy decides by entropy."""
     side = sides[index]
     keys = ("side", "policy", "text", "compute_s", "finish_rank", "totals", "events")
     lane = read_object(raw, where, keys if run_decoding is not None else (*keys, "decoding"))
@@ -207,8 +210,16 @@ def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _S
     rank = lane["finish_rank"]
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
         raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {quoted(rank)}")
-    return RecordedLane(side, read_text(lane["policy"], f"{where}.policy", MAX_CHARS), decoding,
-                        read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events)
+    policy = read_text(lane["policy"], f"{where}.policy", MAX_CHARS)
+    return RecordedLane(side, policy, decoding, read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events,
+                        tau if _decides_by_entropy(policy) else None)
+
+
+def _decides_by_entropy(policy: str) -> bool:
+    """Whether a recorded lane's policy, as it described itself (`entropy(tau=1.0, k=2)`: its registry name
+    first), decides its full steps by entropy (CachePolicy.decides_by_entropy)."""
+    declared = POLICIES.get(policy.split("(")[0])
+    return declared is not None and declared.decides_by_entropy
 
 
 def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:

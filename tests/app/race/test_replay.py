@@ -355,3 +355,16 @@ def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatc
                  if replay.counts(after[panel.frame])[lane] != replay.counts(before[panel.frame])[lane]}
         for side in {lane.side for lane in replay.trace.lanes} - moved:  # a lane that did not step is not resent
             assert race.lanes[side].rows not in after
+
+
+def test_a_lane_draws_the_tau_its_policy_decides_by_live_and_replayed(registry, recorded) -> None:
+    """A lane's tau is its policy's (app/controls/run.py entropy_threshold): EntropyCache's lane has the
+    run's, a lane whose policy decides by no entropy has none; a replay reads the same from its trace."""
+    from app.race.comparison import LaneLabel
+
+    live = race_run(registry, policy="dual", tau=0.5)
+    assert [LaneLabel.of(lane).tau for lane in live.lanes] == [None, 0.5] and live.tau == 0.5
+    replayed = replay_of(recorded).layout().labels
+    assert [label.tau for label in replayed] == [None, recorded["settings"]["tau"]] == [None, 1.0]
+    hand_made = mutate(recorded, "lanes.0.policy", "entropy(tau=1.0, k=2)")  # a policy by its registry name
+    assert [label.tau for label in replay_of(hand_made).layout().labels] == [1.0, 1.0]
