@@ -76,12 +76,8 @@ class PanelTab(ABC):
 
     def __init__(self, ctx: AppContext, inputs: Any, panels: Any) -> None:
         self.ctx, self.inputs, self.panels = ctx, inputs, panels
+        self.status = panels.status  # the tab's status line: where its handlers refuse what they were sent (refuses)
         self.runner = TabRunner(ctx, panels.status, tab=self.name)
-
-    @property
-    def status(self) -> gr.HTML:
-        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
-        return self.panels.status
 
     @abstractmethod
     def checked(self, sent: dict) -> PanelRun:

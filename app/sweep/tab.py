@@ -150,6 +150,7 @@ class SweepTab:
     def __init__(self, ctx: AppContext, panels: SweepPanels, targets: dict[str, Inputs],
                  lengths: dict[str, gr.Slider] | None = None) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
+        self.status = panels.status  # the tab's status line: where its handlers refuse what they were sent (refuses)
         self.lengths = lengths or {}  # the gen and block length sliders, which a model sets, by name (LENGTHS)
         self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
                                 tab="sweep")
@@ -183,11 +184,6 @@ class SweepTab:
         target's tau and k, the message, the plot, the point's texts, the status line (a refusal)."""
         sliders = [ins.controls[key] for ins in self.targets.values() for key in LOADED]
         return dict(zip(pick_names(list(self.targets)), [*sliders, *(getattr(self.panels, n) for n in PICK_OUTPUTS)]))
-
-    @property
-    def status(self) -> gr.HTML:
-        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
-        return self.panels.status
 
     @refuses
     def on_model(self, label: object) -> Outputs:
