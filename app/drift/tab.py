@@ -13,7 +13,7 @@ import gradio as gr
 from gradio.blocks import Block
 
 from app.controls.declared import probed_policies
-from app.controls.panel import PanelTab, build_inputs, raw_slider, wire_inputs
+from app.controls.panel import ControlsTab, build_inputs, raw_slider, wire_inputs
 from app.drift.decode import drift_snapshots
 from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
@@ -75,7 +75,7 @@ class DriftPanels:
                 self.step: gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True)}
 
 
-class DriftTab(PanelTab):
+class DriftTab(ControlsTab):
     """The picked policy, probed; and the Explain panel over the decode."""
 
     offered = probed_policies()

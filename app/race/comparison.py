@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.controls.declared import OURS
 from app.controls.run import LaneRun
 from app.race.decode import Lane
 from core.decoder import DecodeConfig
@@ -24,16 +23,17 @@ OUR_NAME = "EntropyCache"
 
 @dataclass(frozen=True)
 class LaneLabel:
-    """One lane as the race shows it: its side, its policy as the policy describes itself, and its
-    decode settings (DecodeConfig's declared fields; None: unset)."""
+    """One lane as the race shows it: its side, its policy as the policy describes itself, its decode
+    settings (DecodeConfig's declared fields; None: unset) and the tau its policy decides by."""
 
     side: str  # left, middle or right
     policy: str  # none, dual, entropy(tau=1.0, k=2)
     decoding: dict
+    tau: float | None = None  # the policy's entropy threshold (app/controls/run.py entropy_threshold); None: none
 
     @classmethod
     def of(cls, lane: LaneRun) -> LaneLabel:
-        return cls(lane.side, lane.policy.describe(), lane.decoding)
+        return cls(lane.side, lane.policy.describe(), lane.decoding, lane.tau)
 
     @property
     def title(self) -> str:
@@ -42,11 +42,6 @@ class LaneLabel:
     @property
     def cached(self) -> bool:
         return self.policy != "none"
-
-    @property
-    def uses_tau(self) -> bool:
-        """EntropyCache's lane: a policy that decides by entropy against tau."""
-        return self.policy.split("(")[0] == OURS
 
     @cached_property
     def config(self) -> DecodeConfig:

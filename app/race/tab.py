@@ -18,13 +18,13 @@ from functools import partial
 import gradio as gr
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
-from app.controls.panel import Inputs, Opening, PanelTab, build_inputs, wire_inputs
+from app.controls.panel import ControlsTab, Inputs, Opening, build_inputs, wire_inputs
 from app.controls.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.race.decode import race_snapshots
 from app.race.panels import build_race_panels
 from app.race.render import RaceRenderer
 from app.race.replay_panel import build_replay_panel
-from app.serving.context import AppContext
+from app.serving.context import AppContext, WarmShape
 from app.serving.registry import ModelRegistry
 from app.serving.runner import Outputs
 from app.widgets.banner import refusing
@@ -42,7 +42,7 @@ page and other visitors' runs never count. A cache pays where the prompt is long
 long few-shot prompt, as the paper does."""
 
 
-class RaceTab(PanelTab):
+class RaceTab(ControlsTab):
     """The compared lane (the pick) against EntropyCache."""
 
     offered = raced_policies()
@@ -55,6 +55,12 @@ class RaceTab(PanelTab):
 def preset_opening(preset: Preset) -> Opening:
     """The inputs as `preset` sets them, on a model's long example."""
     return Opening(preset.policy, lambda choice: choice.paper_example, preset.controls())
+
+
+def preset_shape(preset: Preset) -> WarmShape:
+    """The race `preset` sets up, as the warm-up readies it ahead: on a model's long example."""
+    values = preset.controls()
+    return WarmShape(preset_opening(preset).example, values["gen_len"], values["block_len"], preset.lanes)
 
 
 def preset_inputs(registry: ModelRegistry, inputs: Inputs, preset: Preset, label: str) -> Outputs:
@@ -93,6 +99,7 @@ def build_race_tab(ctx: AppContext) -> RaceTab:
     panels = build_race_panels()
     wire_presets(ctx.registry, inputs, buttons, panels.status)
     tab = RaceTab(ctx, inputs, panels)
+    ctx.warm_shapes = (preset_shape(DEFAULT_PRESET),)  # the race a visitor finds on the page starts at once
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "run", panels.status)
     build_replay_panel(panels, inputs.run, forgotten=lambda session: ctx.forgotten(session))  # set once served
     return tab

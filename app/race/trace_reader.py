@@ -29,6 +29,7 @@ from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
 from core.decoder import DecodeConfig
 from core.events import StepEvent, Totals
+from core.policies import POLICIES
 
 MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB
 MAX_EVENTS = 4096  # per lane
@@ -49,11 +50,6 @@ TOTALS_FIELDS = [f.name for f in fields(Totals)]
 # Fields a step's event and totals gained after this format was first written out: a trace from
 # before them has none and reads as what they were then (pass times as not recorded).
 LATER_FIELDS = {"capture_s": 0.0, "kv_change": None, "forward_s": None, "choice_s": None}
-DECODING = [p.name for p in DecodeConfig.parameters]
-# A declared setting a trace does not record (one declared after it was written: top_p, top_k, alg,
-# schedule, EntropyCache's scope) reads as its declared default, which is what that decode ran at.
-DECODING_DEFAULTS = {p.name: p.default for p in DecodeConfig.parameters}
-CONTROL_DEFAULTS = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
 
 
 @dataclass(frozen=True)
@@ -64,6 +60,7 @@ class RecordedLane:
     text: str
     finish_rank: int | None
     events: list[StepEvent]
+    tau: float | None = None  # the entropy its policy decided by (None: a policy that decides by none)
 
 
 @dataclass(frozen=True)
@@ -107,7 +104,8 @@ def read_trace(data: bytes) -> Trace:
     shape = _Shape(len(prompt_ids), settings["gen_len"], model)
     run_decoding = None if current else _run_decoding(settings)
     sides = SIDES[len(lanes)]
-    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding) for i, lane in enumerate(lanes))
+    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding, settings["tau"])
+                 for i, lane in enumerate(lanes))
     work = sum((len(prompt_ids) + settings["gen_len"]) * len(lane.events) for lane in read)
     if work > MAX_WORK:  # what a replay draws, frame by frame, grows with it
         raise ValueError(f"The trace's race did {work:,} positions of work (positions x steps, over its lanes); "
@@ -127,7 +125,8 @@ class _Shape:
 
 
 def _settings(raw: object) -> dict:
-    s = read_object(_with_defaults(raw, CONTROL_DEFAULTS), "settings",
+    defaults = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
+    s = read_object(_with_defaults(raw, defaults), "settings",
                     ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
     for name in ("prompt", "model", "policy"):
         read_text(s[name], f"settings.{name}", MAX_TEXT)
@@ -166,12 +165,14 @@ def _model(raw: object) -> TraceModel:
 def _run_decoding(settings: dict) -> dict:
     """Every lane's decode settings in a trace of the first format: the run's controls, as a DecodeConfig
     checks them."""
-    return _checked_decoding({name: DECODE_CONTROLS[name].setting(settings[name]) for name in DECODING}, "settings")
+    return _checked_decoding({key: control.setting(settings[key]) for key, control in DECODE_CONTROLS.items()},
+                             "settings")
 
 
 def _decoding(raw: object, where: str, gen_len: int) -> dict:
     """A lane's decode settings, as a DecodeConfig checks them, at the run's gen length."""
-    d = _checked_decoding(read_object(_with_defaults(raw, DECODING_DEFAULTS), where, DECODING), where)
+    defaults = {p.name: p.default for p in DecodeConfig.parameters}
+    d = _checked_decoding(read_object(_with_defaults(raw, defaults), where, list(defaults)), where)
     if d["gen_len"] != gen_len:
         raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {d['gen_len']}")
     return d
@@ -187,9 +188,9 @@ def _checked_decoding(d: dict, where: str) -> dict:
 
 
 def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _Shape,
-          run_decoding: dict | None) -> RecordedLane:
+          run_decoding: dict | None, tau: float) -> RecordedLane:
     """Lane `index` of the trace's `sides`; `run_decoding`: its decode settings where the format records
-    none per lane."""
+    none per lane; `tau`: the run's (EntropyCache's), the lane's own if its policy decides by entropy."""
     side = sides[index]
     keys = ("side", "policy", "text", "compute_s", "finish_rank", "totals", "events")
     lane = read_object(raw, where, keys if run_decoding is not None else (*keys, "decoding"))
@@ -209,8 +210,16 @@ def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _S
     rank = lane["finish_rank"]
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
         raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {quoted(rank)}")
-    return RecordedLane(side, read_text(lane["policy"], f"{where}.policy", MAX_CHARS), decoding,
-                        read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events)
+    policy = read_text(lane["policy"], f"{where}.policy", MAX_CHARS)
+    return RecordedLane(side, policy, decoding, read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events,
+                        tau if _decides_by_entropy(policy) else None)
+
+
+def _decides_by_entropy(policy: str) -> bool:
+    """Whether a recorded lane's policy, as it described itself (`entropy(tau=1.0, k=2)`: its registry name
+    first), decides its full steps by entropy (CachePolicy.decides_by_entropy)."""
+    declared = POLICIES.get(policy.split("(")[0])
+    return declared is not None and declared.decides_by_entropy
 
 
 def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
@@ -294,7 +303,9 @@ def _json_int(digits: str) -> int:
 
 
 def _with_defaults(raw: object, defaults: dict) -> object:
-    """`raw` with the declared settings it lacks at their defaults (a trace written before they were declared)."""
+    """`raw` with the declared settings it lacks at their defaults. A setting declared after a trace was
+    written (top_p, top_k, alg, schedule, EntropyCache's scope) is not in it: that decode ran at its
+    declared default. The declarations are read when a trace is, so a new one needs nothing here."""
     return {**defaults, **raw} if isinstance(raw, dict) else raw
 
 

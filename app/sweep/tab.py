@@ -21,12 +21,12 @@ import gradio as gr
 from gradio.blocks import Block
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
-from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
-from app.controls.sent import check_choice
+from app.controls.panel import LENGTHS, Inputs, as_sent, bounded_slider, wire_run
 from app.serving.budget import Decode, check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice, prompt_tokens
 from app.serving.runner import Outputs, TabRunner, TabView
+from app.serving.sent import check_choice
 from app.sweep.decode import (
     DECODING,
     DEFAULT_KS,
@@ -39,6 +39,7 @@ from app.sweep.decode import (
     OWN_PROMPTS,
     PROBLEMS,
     SOURCES,
+    SweepJob,
     SweepParams,
     parse_point,
     parse_sweep,
@@ -91,27 +92,33 @@ class SweepView(TabView):
     (the points move only then); the end repeats the whole result, with the downloads."""
 
     def __init__(self, params: SweepParams, choice: ModelChoice, metric: str, panels: SweepPanels,
-                 command: str) -> None:
+                 command: str, prompt_ids: Sequence[list[int] | None]) -> None:
         super().__init__(choice, panels.status)
         self.params, self.metric, self.panels, self.command = params, metric, panels, command
+        # each prompt's ids as the registry's check tokenized it; None where the model's tokenizer was not
+        # at hand then (a GPU model not loaded yet): tokenized once it is (start)
+        self.prompt_ids = prompt_ids
         self.shown = 0  # prompts drawn so far
         self.ids: set[int] = set()  # the tokens their texts use, for the texts' pieces
         self.last: Progress | None = None
         self.drawn: Outputs | None = None
         self.text: TokenText | None = None
 
-    def start(self, model, tokenizer) -> tuple[Outputs, SweepParams]:
+    def start(self, model, tokenizer) -> tuple[Outputs, SweepJob]:
         """Every prompt must fit the model with the gen length (named if not); then the panels are cleared."""
         limit, gen = model.config.max_seq_len, self.params.config.gen_len
-        for i, item in enumerate(self.params.items()):
-            length = len(chat_prompt_ids(tokenizer, item.prompt))
+        items = self.params.items()
+        ids = [chat_prompt_ids(tokenizer, item.prompt) if known is None else known
+               for item, known in zip(items, self.prompt_ids)]
+        for i, prompt_ids in enumerate(ids):
+            length = len(prompt_ids)
             if length + gen > limit:
                 raise ValueError(f"{self.params.name(i)}: the prompt ({length} tokens) and the gen length ({gen}) "
                                  f"exceed the model's {limit} positions: shorten one of them.")
         self.text = TokenText(tokenizer, model.config.mask_token_id)
         p = self.panels
         return self.message("Warming up...") | {p.plot: None, p.table: None, p.point: PICK_HINT, p.downloads: None,
-                                                p.result: None}, self.params
+                                                p.result: None}, SweepJob(self.params, tuple(map(tuple, ids)))
 
     def show(self, progress: Progress) -> Outputs:
         self.last = progress
@@ -141,9 +148,10 @@ class SweepTab:
     and the Drift tab's input panels, by their tab's name)."""
 
     def __init__(self, ctx: AppContext, panels: SweepPanels, targets: dict[str, Inputs],
-                 lengths: Sequence[gr.Slider] = ()) -> None:
+                 lengths: dict[str, gr.Slider] | None = None) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
-        self.lengths = lengths  # the gen and block length sliders, which a model sets
+        self.status = panels.status  # the tab's status line: where its handlers refuse what they were sent (refuses)
+        self.lengths = lengths or {}  # the gen and block length sliders, which a model sets, by name (LENGTHS)
         self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
                                 tab="sweep")
 
@@ -153,20 +161,21 @@ class SweepTab:
         `sent`: the tab's inputs by name (parse_sweep's, and the y axis `metric`), as the HTTP API names them."""
 
         def view() -> SweepView:
+            registry = self.ctx.registry
             sweep = {key: value for key, value in sent.items() if key != "metric"}
-            params = parse_sweep(**sweep, models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
+            params = parse_sweep(sweep, models=registry.labels, graphs=registry.graphs)
             shown = _metric(sent.get("metric"))
-            lengths = []
-            for i, item in enumerate(params.items()):  # a prompt the model cannot read is told before decoding
+            choice = registry.choice(params.model)
+            items, prompt_ids = params.items(), []
+            for i, item in enumerate(items):  # a prompt the model cannot read is told before decoding
                 try:
-                    ids = self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
+                    prompt_ids.append(registry.check_prompt(choice, item.prompt, HELD_OUT_INSTEAD))
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
-                lengths.append(prompt_tokens(ids, item.prompt))
-            choice = self.ctx.registry.choice(params.model)
+            lengths = [prompt_tokens(ids, item.prompt) for ids, item in zip(prompt_ids, items)]
             check_sweep([Decode.of(n, params.config) for n in lengths], params.settings, choice.device)
             command = cli_command(params, model_flag(choice), choice.device)
-            return SweepView(params, choice, shown, self.panels, command)
+            return SweepView(params, choice, shown, self.panels, command, prompt_ids)
 
         yield from self.runner.run(request, view)
 
@@ -176,16 +185,11 @@ class SweepTab:
         sliders = [ins.controls[key] for ins in self.targets.values() for key in LOADED]
         return dict(zip(pick_names(list(self.targets)), [*sliders, *(getattr(self.panels, n) for n in PICK_OUTPUTS)]))
 
-    @property
-    def status(self) -> gr.HTML:
-        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
-        return self.panels.status
-
     @refuses
     def on_model(self, label: object) -> Outputs:
         """A model's own gen and block length."""
         c = self.ctx.registry.choice(label)
-        return dict(zip(self.lengths, (c.gen_len, c.block_len)))
+        return {slider: getattr(c, key) for key, slider in self.lengths.items()}
 
     @refuses
     def redraw(self, metric: str, result: SweepResult | None) -> Outputs:
@@ -275,16 +279,16 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
                 stop = gr.Button("Stop", variant="stop", elem_id="sweep-stop-btn")
     with gr.Accordion("Decoding", open=False, elem_id="sweep-decoding"):
         with gr.Row():
-            defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
-            decoding = [bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING]
+            defaults = {key: getattr(first, key) for key in LENGTHS}  # the model's own lengths
+            decoding = {key: bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING}
     panels, picker = build_sweep_panels()
-    tab = SweepTab(ctx, panels, load_into, decoding[:2])
+    lengths = {key: decoding[key] for key in LENGTHS}
+    tab = SweepTab(ctx, panels, load_into, lengths)
 
     sent = {"model": model, "task": task, "prompts": prompts, "taus": taus, "ks": ks, "scope": scope,
-            "problems": problems,
-            **dict(zip(DECODING, decoding)), "metric": panels.metric}
+            "problems": problems, **decoding, "metric": panels.metric}
     wire_run(run, stop, ctx, tab.run, sent, panels.outputs(), "sweep", panels.status)
-    model.change(tab.on_model, model, [*decoding[:2], panels.status], api_visibility="private")
+    model.change(tab.on_model, model, [*lengths.values(), panels.status], api_visibility="private")
     # Prompts typed or pasted: sweep them. Picked in the page, not by a round trip to the server, so that a
     # Run pressed right after a paste already sends "your prompts".
     prompts.change(None, [prompts, task], task, js=PICK_OWN_PROMPTS, api_visibility="private")

@@ -1,5 +1,5 @@
 """A choice a client sent (a dropdown's, a radio's), checked against what the page offers, in the tab's
-words.
+words: the model registry's labels, and every tab's choices (app/controls, app/sweep), check through it.
 
 The HTTP API accepts any JSON a client sends: values no widget offers, and text that is not valid Unicode
 (core.loading.check_unicode refuses that; core.policies.params.shown quotes a value briefly). Every
