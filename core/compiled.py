@@ -38,7 +38,7 @@ import torch
 from core.device import clock
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
-from core.policies.params import check_choice
+from core.refusal import check_choice
 
 COMPILE_MODES = ("auto", "on", "off")
 COMPILE_HELP = ("a CPU decode's passes compiled by torch.compile, rows and length dynamic (core/compiled.py): auto "
@@ -52,7 +52,7 @@ INDUCTOR_OPTIONS = {"cpp_wrapper": True}  # the pass as one C++ function: no Pyt
 
 def check_compile(mode: object) -> str:
     """`mode` if it is one of COMPILE_MODES, else a ValueError that says what is."""
-    return check_choice("compile", mode, COMPILE_MODES)
+    return check_choice(mode, COMPILE_MODES, "compile")
 
 
 def compiles(mode: str, model: DiffusionTransformer) -> bool:

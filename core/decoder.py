@@ -20,9 +20,9 @@ from core.device import Span, clock, gc_paused, host_clock
 from core.events import StepEvent, Totals
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
+from core.params import Param
 from core.passes import Passes, check_graphs, index_tensor, passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
-from core.policies.params import Param
 from core.sampling import ALGS, block_noise, choose, entropy, transfer_schedule
 from core.schedules import SCHEDULES, dream_schedule
 
@@ -36,7 +36,7 @@ def _setting(kind: type, default: int | float | str | None, **declared: object) 
 @dataclass(frozen=True)
 class DecodeConfig:
     """How one prompt is decoded. The settings a person chooses are declared like a policy's
-    parameters (`parameters`, core/policies/params.py), and a config checks itself when it is made,
+    parameters (`parameters`, core/params.py), and a config checks itself when it is made,
     as a policy does: one that exists is valid."""
 
     gen_len: int = _setting(int, 64, low=1, high=8192, ui=(1, 512), label="gen length", help="tokens generated")

@@ -48,7 +48,7 @@ from core.compiled import CompiledPasses, compiled_passes
 from core.kv_cache import KVCache
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
-from core.policies.params import check_choice
+from core.refusal import check_choice
 from core.threads import TEAM
 
 GRAPH_MODES = ("auto", "on", "off")
@@ -82,7 +82,7 @@ def index_tensor(positions: Sequence[int], device: torch.device) -> torch.Tensor
 
 def check_graphs(mode: object) -> str:
     """`mode` if it is one of GRAPH_MODES, else a ValueError that says what is."""
-    return check_choice("graphs", mode, GRAPH_MODES)
+    return check_choice(mode, GRAPH_MODES, "graphs")
 
 
 def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:

@@ -8,7 +8,7 @@
     python -m evaluation bench --prompts my_prompts.txt --policies none,entropy --tau 0.5,1,2 --k 2   # your prompts
 
 The model flags are defined here; the decode flags come from the decode settings' declarations
-(DecodeConfig.parameters), and each policy parameter's flag from the policies' (core/policies/params.py):
+(DecodeConfig.parameters), and each policy parameter's flag from the policies' (core/params.py):
 `generate` takes one value, `bench` a comma list (a sweep over every combination). Wrong flags are
 reported before the model is loaded, which for an 8B checkpoint takes minutes. Errors print as
 'error: ...' with exit status 2.
@@ -41,9 +41,10 @@ from core.loading import (
     read_config,
     resolve,
 )
+from core.params import Param, value_text
 from core.passes import GRAPH_MODES, GRAPHS_HELP, prepared_by
 from core.policies import POLICIES, TABLE_ORDER, make_policy
-from core.policies.params import Param, check_choice, value_text
+from core.refusal import check_choice
 from core.threads import BUSY, TEAM, CoreLoad
 from evaluation.bench import bench_progress, bench_rows, contenders_from, format_table
 from evaluation.diagnostics import drift_report, format_drift
@@ -132,7 +133,7 @@ def _value_lists(args: argparse.Namespace) -> dict[str, list]:
             names = [v.strip() for v in text.split(",") if v.strip()]
             if not names:
                 raise ValueError(f"{flag} must be a comma list of {', '.join(p.choices)}, got none in {text!r}")
-            out[p.name] = [check_choice(flag, v, p.choices) for v in names]
+            out[p.name] = [check_choice(v, p.choices, flag) for v in names]
             continue
         try:
             numbers = [float(v) for v in text.split(",") if v.strip()]

@@ -17,7 +17,7 @@ from pathlib import Path
 from app.serving.downloads import DOWNLOAD_DIR, write_download
 from app.sweep.decode import OWN_PROMPTS, TASKS, SweepParams
 from core.decoder import DecodeConfig
-from core.policies.params import value_text
+from core.params import value_text
 
 SWEEP_FORMAT = "entropycache-sweep/1"
 DECLARED = {p.name: p.default for p in DecodeConfig.parameters}  # a setting at its default needs no flag

@@ -98,8 +98,8 @@ def test_unknown_policy_and_command_are_rejected(model_dir):
 
 def test_every_policy_parameter_has_its_flag():
     """Flags come from the policies' declarations: each declared parameter has one, with its default."""
+    from core.params import value_text
     from core.policies import POLICIES
-    from core.policies.params import value_text
 
     out = cli("generate", "--help")
     assert out.returncode == 0 and out.stderr == ""

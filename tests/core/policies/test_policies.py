@@ -247,7 +247,7 @@ def test_bad_policy_requests(name, params, message):
 def test_declared_parameters_are_checked_and_set():
     """A policy declares its parameters once; the base class checks values against the declaration,
     fills defaults and sets attributes, and `register` names the class."""
-    from core.policies.params import Param
+    from core.params import Param
 
     @register("every-n")
     class EveryN(CachePolicy):
