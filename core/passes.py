@@ -45,15 +45,12 @@ from contextlib import ExitStack, contextmanager
 import torch
 
 from core.compiled import CompiledPasses, compiled_passes
+from core.config import check_graphs
 from core.kv_cache import KVCache
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
-from core.refusal import check_choice
 from core.threads import TEAM
 
-GRAPH_MODES = ("auto", "on", "off")
-GRAPHS_HELP = ("fixed-shape cached passes replayed from CUDA graphs: auto (on a CUDA GPU), on (on a CPU: the "
-               "same padded passes, eagerly), off (every pass eagerly over its exact rows)")
 # Partial passes are padded to the next of these row counts: powers of two and 1.5 times them, so
 # padding adds at most half the rows (a GPU pass over a few dozen rows costs what reading the
 # weights costs, whatever the count) and a length needs at most ~2 log2(length) graphs.
@@ -78,11 +75,6 @@ def index_tensor(positions: Sequence[int], device: torch.device) -> torch.Tensor
     """host_index on `device`, copied without waiting for the device (a blocking copy would wait for
     every kernel queued before it)."""
     return host_index(positions).to(device, non_blocking=True)
-
-
-def check_graphs(mode: object) -> str:
-    """`mode` if it is one of GRAPH_MODES, else a ValueError that says what is."""
-    return check_choice(mode, GRAPH_MODES, "graphs")
 
 
 def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:

@@ -31,7 +31,8 @@ from itertools import product
 
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.events import StepEvent, Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy

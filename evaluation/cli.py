@@ -30,7 +30,8 @@ from core.compiled import (
     compiles,
     set_compile,
 )
-from core.decoder import DecodeConfig, generate
+from core.config import GRAPH_MODES, GRAPHS_HELP, DecodeConfig
+from core.decoder import generate
 from core.fusion import FUSION_HELP, FUSION_MODES
 from core.loading import (
     UnknownWordsError,
@@ -42,7 +43,7 @@ from core.loading import (
     resolve,
 )
 from core.params import Param, value_text
-from core.passes import GRAPH_MODES, GRAPHS_HELP, prepared_by
+from core.passes import prepared_by
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.refusal import check_choice
 from core.threads import BUSY, TEAM, CoreLoad

@@ -43,10 +43,10 @@ from lm_eval.tasks import TaskManager
 from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, generate
+from core.config import DecodeConfig, check_graphs
+from core.decoder import generate
 from core.events import Totals
 from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
-from core.passes import check_graphs
 from core.policies import POLICIES, make_policy
 from evaluation.lm_eval_ranks import Launch, check_launch, join
 

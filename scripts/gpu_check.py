@@ -74,8 +74,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.config import ModelConfig  # noqa: E402
-from core.decoder import DecodeConfig, decode  # noqa: E402
+from core.config import DecodeConfig, ModelConfig  # noqa: E402
+from core.decoder import decode  # noqa: E402
 from core.device import sync  # noqa: E402
 from core.families import FAMILIES  # noqa: E402
 from core.fusion import fusion_state, set_fusion  # noqa: E402

@@ -14,7 +14,7 @@ from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS
 from app.controls.run import decoding_of
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.events import StepEvent, Totals
 from core.loading import check_unicode
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
 from app.controls.sent import check_choice
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.policies import Param
 from core.refusal import shown
 from evaluation.bench import Progress, sweep_progress

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from app.serving.downloads import DOWNLOAD_DIR, write_download
 from app.sweep.decode import OWN_PROMPTS, TASKS, SweepParams
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.params import value_text
 
 SWEEP_FORMAT = "entropycache-sweep/1"

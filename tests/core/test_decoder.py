@@ -9,7 +9,8 @@ import torch
 from busy import busy_for
 from tiny_models import tiny_model
 
-from core.decoder import DecodeConfig, decode, generate
+from core.config import DecodeConfig
+from core.decoder import decode, generate
 from core.device import clock as device_clock
 from core.loading import EMBEDDED
 from core.policies import CachePolicy, Plan, make_policy

@@ -8,7 +8,8 @@ import torch
 from tiny_models import tiny_model
 
 import core.passes
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.passes import (
     MAX_IDLE_WORKSPACES,
     ROW_BUCKETS,

@@ -7,7 +7,8 @@ import pytest
 from command_line import run_cli
 from tiny_models import save_word_problems_model, tiny_model
 
-from core.decoder import DecodeConfig, decode, generate
+from core.config import DecodeConfig
+from core.decoder import decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from evaluation.bench import Contender, bench_progress, bench_rows, contenders_from, format_table

@@ -110,7 +110,7 @@ def test_every_policy_parameter_has_its_flag():
 
 def test_every_decode_setting_has_its_flag():
     """Decode flags come from the decode settings' declarations (DecodeConfig.parameters), with their help."""
-    from core.decoder import DecodeConfig
+    from core.config import DecodeConfig
     from evaluation.cli import FLAGS
 
     out = cli("generate", "--help")

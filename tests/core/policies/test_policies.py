@@ -7,7 +7,8 @@ import pytest
 import torch
 from tiny_models import tiny_model
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.policies import POLICIES, CachePolicy, Outcome, Plan, StepContext, make_policy, register
 
 P, GEN, BLOCK = 4, 12, 4  # prompt 0..3; blocks 4..7, 8..11, 12..15
