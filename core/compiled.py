@@ -36,6 +36,7 @@ from collections.abc import Callable
 import torch
 
 from core.device import clock
+from core.errors import error_line
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
 from core.refusal import check_choice
@@ -99,8 +100,6 @@ class CompiledPasses:
         except torch.OutOfMemoryError:
             raise
         except Exception as e:  # noqa: BLE001 -- no compiler, an unsupported operator: eager always works
-            from core.passes import error_line
-
             self.compiled, self.failure = None, error_line(e)
             return _pass(model, tokens, cache, rows, logit_rows)
         if _graphs_compiled() != graphs:  # this call compiled a graph: its time is compiling, not the pass's

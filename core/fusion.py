@@ -30,8 +30,9 @@ from collections.abc import Callable
 
 import torch
 
+from core.errors import error_line
 from core.model import POINTWISE, DiffusionTransformer
-from core.passes import error_line, release_graphs, single_cuda_device
+from core.passes import release_graphs, single_cuda_device
 from core.refusal import check_choice
 
 FUSION_MODES = ("auto", "on", "off")

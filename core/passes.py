@@ -46,6 +46,7 @@ import torch
 
 from core.compiled import CompiledPasses, compiled_passes
 from core.config import check_graphs
+from core.errors import error_line
 from core.kv_cache import KVCache
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
@@ -374,12 +375,6 @@ def _capture_failed(model: DiffusionTransformer, error: Exception) -> None:
         owned.failure = error_line(error)
         for ws in owned.idle:
             ws.graphs.clear()
-
-
-def error_line(error: Exception) -> str:
-    """An error's type and the first line of its message: what a status line has room for."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def idle_workspaces(model: DiffusionTransformer) -> list[Workspace]:

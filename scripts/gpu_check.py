@@ -77,6 +77,7 @@ sys.path.insert(0, str(ROOT))
 from core.config import DecodeConfig, ModelConfig  # noqa: E402
 from core.decoder import decode  # noqa: E402
 from core.device import sync  # noqa: E402
+from core.errors import error_line  # noqa: E402
 from core.families import FAMILIES  # noqa: E402
 from core.fusion import fusion_state, set_fusion  # noqa: E402
 from core.loading import chat_prompt_ids, load_model, part_shapes  # noqa: E402
@@ -85,7 +86,6 @@ from core.passes import (  # noqa: E402
     ROW_BUCKETS,
     bucket,
     capture_off,
-    error_line,
     idle_workspaces,
     passes_for,
     release_graphs,
