@@ -20,10 +20,11 @@ from core.canvas import Canvas
 from core.config import DecodeConfig
 from core.device import gc_paused
 from core.events import StepEvent, Totals
+from core.exact_passes import Passes, index_tensor
 from core.kv_cache import KVCache
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
-from core.passes import Passes, index_tensor, passes_for
+from core.passes import passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
 from core.sampling import block_noise, choose, entropy
 from core.step_clock import StepClock, StepTimes

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
 from core.device import Span, clock, host_clock
+from core.exact_passes import Passes
 from core.layerwise import LayerHook
-from core.passes import Passes
 
 T = TypeVar("T")
 

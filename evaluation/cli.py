@@ -43,10 +43,10 @@ from core.loading import (
     resolve,
 )
 from core.params import Param, value_text
-from core.passes import prepared_by
 from core.policies import POLICIES, TABLE_ORDER, make_policy
 from core.refusal import check_choice
 from core.threads import BUSY, TEAM, CoreLoad
+from core.warmup import prepared_by
 from evaluation.bench import bench_progress, bench_rows, contenders_from, format_table
 from evaluation.diagnostics import drift_report, format_drift
 from evaluation.forward_cost import copy_bandwidth, forward_costs, weight_bytes

@@ -22,8 +22,8 @@ from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.config import DecodeConfig
 from core.decoder import decode
 from core.loading import chat_prompt_ids
-from core.passes import capture_ahead, prepared_by
 from core.policies import make_policy
+from core.warmup import capture_ahead, prepared_by
 from evaluation.forward_cost import weight_read_floor_s
 
 
