@@ -309,12 +309,3 @@ def sweep_progress(
     """A tau x k grid of EntropyCache against the exact decoder in one interleaved bench run,
     followed decode by decode (see bench_progress): the app's Sweep tab streams these."""
     yield from bench_progress(model, tokenizer, items, sweep_contenders(taus, ks, scope), config, warmup)
-
-
-def sweep(
-    model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1,
-    scope: str = "block",
-) -> list[dict]:
-    """sweep_progress run to the end: one row for `none`, then one per (tau, k)."""
-    return bench_rows(sweep_progress(model, tokenizer, items, taus, ks, config, warmup, scope), bar=False)
-
