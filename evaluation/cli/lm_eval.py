@@ -1,5 +1,5 @@
 """`python -m evaluation lm-eval` (lm-eval's own command line, the model `entropycache` registered:
-evaluation/lm_eval_model.py) and `lm-eval-task` (the held-out word problems as an lm-eval task folder).
+evaluation/lm_eval_run.py) and `lm-eval-task` (the held-out word problems as an lm-eval task folder).
 lm-eval is imported only when one of them runs: it is not a runtime dependency."""
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ from evaluation.outputs import check_writable
 def lm_eval_modules():
     """The lm-eval side of the package, imported only when asked for (lm-eval is not a runtime dependency)."""
     try:
-        from evaluation import lm_eval_model
+        from evaluation import lm_eval_run
         from evaluation.tasks import lm_eval_export
     except ModuleNotFoundError as e:
         if e.name != "lm_eval" and not (e.name or "").startswith("lm_eval."):
             raise
         raise ValueError("lm-eval is not installed: pip install -r requirements-eval.txt") from None
-    return lm_eval_model, lm_eval_export
+    return lm_eval_run, lm_eval_export
 
 
 def run(args: argparse.Namespace) -> int:
-    lm_eval_model, _ = lm_eval_modules()
-    return lm_eval_model.run_cli(args.args)
+    lm_eval_run, _ = lm_eval_modules()
+    return lm_eval_run.run_cli(args.args)
 
 
 def run_task(args: argparse.Namespace) -> int:
