@@ -469,7 +469,7 @@ def test_the_embedded_model_answers_k_shot_problems():
 def test_story_rows_say_how_many_events_repeat_an_earlier_one():
     """Beside the checker's pass: the pooled share of the answers' events seen before in the same story
     (words have none: no column)."""
-    from evaluation.tasks import stories
+    from evaluation.tasks import story_checker
 
     model, tok = load_model("embedded")
     items = held_out("mix", 3)  # a word problem, a story, a word problem
@@ -477,7 +477,7 @@ def test_story_rows_say_how_many_events_repeat_an_earlier_one():
     rows = bench_rows(bench_progress(model, tok, items, [Contender("none", {})], config, warmup=0), bar=False)
     story = items[1]
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
-    repeated, events = stories.repeated_events(answer)
+    repeated, events = story_checker.repeated_events(answer)
     assert events > 0 and rows[0]["repeat_share"] == repeated / events
     assert "repeats" in format_table(rows)
     words = bench_rows(bench_progress(model, tok, held_out("words", 1), [Contender("none", {})], config, warmup=0),
@@ -488,10 +488,10 @@ def test_story_rows_say_how_many_events_repeat_an_earlier_one():
 def test_the_embedded_model_writes_a_held_out_story_the_checker_accepts():
     """The embedded model, the exact decoder at its defaults: a held-out story prompt gets a story of
     100-230 words that the checker passes."""
-    from evaluation.tasks import stories
+    from evaluation.tasks import stories, story_checker
 
     model, tok = load_model("embedded")
     story = stories.make_split("test", 2)[1]
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
-    assert stories.check_story(story, answer) == (True, ""), answer
+    assert story_checker.check_story(story, answer) == (True, ""), answer
