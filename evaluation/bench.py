@@ -12,7 +12,7 @@ decides on): its median, 90th percentile and maximum over every step. Full steps
 token above tau). With a confidence threshold, the bench also runs the one-token-per-step exact
 decoder on the same prompts (a contender of its own) and reports every policy's
 `speedup_vs_vanilla` against it. On stories, `repeats` is the share of their events that repeat an
-earlier one (evaluation.tasks.stories.repeated_events): a story that loops passes the checker.
+earlier one (evaluation.tasks.story_checker.repeated_events): a story that loops passes the checker.
 
 Each row also keeps what it decoded, prompt by prompt (`per_prompt`): the text and its tokens, the
 per-prompt measures (right or not, agreement, first divergence from the reference) and the steps the
@@ -31,7 +31,8 @@ from itertools import product
 
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.events import StepEvent, Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy

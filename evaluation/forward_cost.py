@@ -18,14 +18,14 @@ import torch
 
 from core.device import clock, sync
 from core.events import StepEvent
-from core.passes import Passes
+from core.exact_passes import Passes
 
 
 def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30,
                   logit_rows: int = 1) -> dict[int, float]:
     """Seconds per forward computing n rows of a cache of `length` positions, n in row_counts
     (n >= length means a full forward), reading the logits of the last `logit_rows` of them (a decode
-    reads its block's masked rows), run as a decode runs them (core.passes.Passes: eagerly, or compiled
+    reads its block's masked rows), run as a decode runs them (core.exact_passes.Passes: eagerly, or compiled
     where the model's passes are). Shows how far a partial pass is from costing n / length."""
     device = model.embed.weight.device
     passes = Passes(model, length)

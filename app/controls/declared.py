@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.policies import POLICIES, Param
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick

@@ -23,7 +23,7 @@ from app.serving.panel_tab import PanelTab
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs
 from app.widgets.banner import refusing
-from core.policies.params import shown
+from core.refusal import shown
 
 C = TypeVar("C", bound=gr.components.Component)
 CONTROLS_PER_ROW = 4  # the sliders' rows, in the controls' declared order

@@ -18,7 +18,7 @@ from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, de
 from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelChoice, ModelRegistry, prompt_tokens
 from app.serving.sent import check_choice
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.loading import chat_prompt_ids, check_unicode
 from core.policies import CachePolicy, make_policy
 

@@ -19,7 +19,7 @@ from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
-from core.policies.params import shown
+from core.refusal import shown
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics

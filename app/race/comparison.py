@@ -14,7 +14,7 @@ from functools import cached_property
 
 from app.controls.run import LaneRun
 from app.race.decode import Lane
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 
 SIDE_TITLES = {"left": "Left: compared", "middle": "Middle: compared at EntropyCache's settings",
                "right": "Right: EntropyCache"}

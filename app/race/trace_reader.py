@@ -27,7 +27,7 @@ from app.race.strict_json import (
 )
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.events import StepEvent, Totals
 from core.policies import POLICIES
 

@@ -19,10 +19,11 @@ from app.serving.sessions import RunBoard
 from app.serving.turn_queue import TurnQueue
 from app.widgets.banner import STOPPED
 from app.widgets.throttle import DEFAULT_THROTTLE_S
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.loading import chat_prompt_ids
-from core.passes import capture_ahead, prepared_by
 from core.policies import make_policy
+from core.warmup import capture_ahead, prepared_by
 from evaluation.forward_cost import weight_read_floor_s
 
 

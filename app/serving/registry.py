@@ -25,11 +25,9 @@ from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import EXAMPLES_INSTEAD, Example, chat_examples, task_examples
 from app.serving.sent import check_choice
 from core.compiled import DEFAULT_COMPILE, check_compile
-from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
-from core.decoder import DecodeConfig
+from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN, DecodeConfig, check_graphs
 from core.fusion import check_fusion
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
-from core.passes import check_graphs
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"

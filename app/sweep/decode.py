@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
 from app.serving.sent import check_choice
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.policies import Param
-from core.policies.params import shown
+from core.refusal import shown
 from evaluation.bench import Progress, sweep_progress
 from evaluation.tasks import Item, held_out, own_items, prompt_lines
 

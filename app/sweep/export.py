@@ -16,9 +16,9 @@ from pathlib import Path
 
 from app.serving.downloads import DOWNLOAD_DIR, write_download
 from app.sweep.decode import DECODING, OWN_PROMPTS, TASKS, SweepParams
-from core.decoder import DecodeConfig
-from core.policies.params import value_text
-from evaluation.cli import BY_MODEL, FLAGS
+from core.config import DecodeConfig
+from core.params import value_text
+from evaluation.cli.flags import BY_MODEL, FLAGS
 
 SWEEP_FORMAT = "entropycache-sweep/1"
 DECLARED = {p.name: p.default for p in DecodeConfig.parameters}  # a setting at its default needs no flag

@@ -51,7 +51,7 @@ from app.sweep.render import METRICS, pareto_figure, progress_html, shown_metric
 from app.widgets.banner import refuses
 from app.widgets.text_view import TokenText
 from core.loading import chat_prompt_ids
-from core.policies.params import shown as shown_value
+from core.refusal import shown as shown_value
 from evaluation.bench import Progress
 
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
