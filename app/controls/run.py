@@ -44,7 +44,8 @@ class RawRun(NamedTuple):
 
 def entropy_threshold(policy: CachePolicy) -> float | None:
     """The tau a policy that decides by entropy (CachePolicy.decides_by_entropy) was built with; None for
-    any other. The one place a lane's tau is read: the race's plots and a replay's take it from here."""
+    any other. A live lane's tau is read here alone (its LaneLabel carries it to the plots; the Drift tab's
+    run reads it from its lane); a recorded lane's is the trace's (app/race/trace_reader.py)."""
     return policy.params()["tau"] if policy.decides_by_entropy else None
 
 

@@ -96,7 +96,7 @@ def warm_up(model, tokenizer, choice: ModelChoice, graphs: str, shapes: tuple[Wa
     weight_read_floor_s(model)
     if not choice.example_list:
         return 0.0
-    return sum(_capture(model, tokenizer, choice, graphs, shape) for shape in shapes)
+    return sum((_capture(model, tokenizer, choice, graphs, shape) for shape in shapes), 0.0)
 
 
 def _capture(model, tokenizer, choice: ModelChoice, graphs: str, shape: WarmShape) -> float:
