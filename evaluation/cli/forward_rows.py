@@ -1,5 +1,6 @@
 """`python -m evaluation bench --forward-rows`: one forward's time by rows computed, eagerly and, where
-the passes compile, compiled, each against the weight-read floor (evaluation/forward_cost.py)."""
+the passes compile, compiled, each against its two floors (evaluation/forward_cost.py): reading the
+weights once, and doing its arithmetic at the rate this device reaches on a large product."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 from core.compiled import compile_state, compiles, set_compile
 from core.loading import read_config, resolve
 from evaluation.cli.flags import int_list
-from evaluation.forward_cost import copy_bandwidth, forward_costs, weight_bytes
+from evaluation.forward_cost import arithmetic_floor_s, copy_bandwidth, forward_costs, gemm_rate, weight_bytes
 
 FORWARD_LENGTH = 601  # bench --forward-rows: a 4-shot word problem and a 256-token canvas
 
@@ -32,8 +33,9 @@ def row_counts(args: argparse.Namespace) -> tuple[list[int], int]:
 
 
 def print_forward_costs(model, length: int, row_counts: list[int], compile_mode: str) -> None:
-    """Each row count's pass time, its share of the slowest and its ratio to the weight-read floor (the
-    weights' bytes at the copy bandwidth measured now), eagerly and, where the passes compile, compiled."""
+    """Each row count's pass time, its share of the slowest and its ratios to the two floors, eagerly and,
+    where the passes compile, compiled: the weight-read floor (the weights' bytes at the copy bandwidth
+    measured now) and the arithmetic floor (the pass's FLOPs at the rate a large product reaches now)."""
     paths = {"eager": forward_costs_as(model, length, row_counts, "off")}
     if compiles(compile_mode, model):
         costs = forward_costs_as(model, length, row_counts, compile_mode)
@@ -44,14 +46,18 @@ def print_forward_costs(model, length: int, row_counts: list[int], compile_mode:
     nbytes = weight_bytes(model)
     bandwidth = copy_bandwidth(str(model.embed.weight.device))
     floor = nbytes / bandwidth
+    rate = gemm_rate(model, length)
+    arithmetic = {n: arithmetic_floor_s(model.config, min(n, length), length, 1, rate) for n in row_counts}
     print(f"weights read by every pass: {nbytes / 1e6:.1f} MB; copy bandwidth measured now: "
           f"{bandwidth / 1e9:.1f} GB/s, so reading them once (the floor) takes {floor * 1e3:.3f} ms")
-    header = "".join(f" | {name} ms | share | / floor" for name in paths)
-    print(f"rows of {length}{header}")
+    print(f"the widest product of a full pass runs at {rate / 1e9:.0f} GFLOP/s now: a pass's FLOPs at that rate "
+          "(arith) is what no pass in this dtype beats")
+    header = "".join(f" | {name} ms | share | / floor | / arith" for name in paths)
+    print(f"rows of {length} | arith ms{header}")
     for n in row_counts:
         cells = "".join(f" | {c[n] * 1e3:8.3f} | {c[n] / max(c.values()):.3f} | {c[n] / floor:6.2f}x"
-                        for c in paths.values())
-        print(f"{n:5d}{cells}")
+                        f" | {c[n] / arithmetic[n]:6.2f}x" for c in paths.values())
+        print(f"{n:5d} | {arithmetic[n] * 1e3:8.3f}{cells}")
 
 
 def forward_costs_as(model, length: int, row_counts: list[int], compile_mode: str) -> dict[int, float]:
