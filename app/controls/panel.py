@@ -193,13 +193,25 @@ def _peer_sliders(prefix: str, policies: list[str], picked: str) -> tuple[dict[s
     return sliders, groups
 
 
+def scroll_to(block: gr.blocks.Block) -> str:
+    """A page script that scrolls `block` (by its element id) to the top of the screen."""
+    return f"() => {{ document.getElementById({block.elem_id!r})?.scrollIntoView({{block: 'start'}}); }}"
+
+
+def press(button: gr.Button) -> str:
+    """A page script that presses `button` (by its element id), as a visitor's click does."""
+    return f"() => {{ document.getElementById({button.elem_id!r})?.click(); }}"
+
+
 def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable,
              inputs: dict[str, gr.components.Component], outputs: list, api_name: str, status: gr.HTML):
     """Connect a tab's Run and Stop; returns the run event (its Stop cancels it). `run` takes `inputs` by
     name, as keyword arguments (the HTTP API's parameter names), and Gradio's request.
 
     A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
-    busy), then queues the new one; "multiple" lets Run through while the old run is pending."""
+    busy), then queues the new one; "multiple" lets Run through while the old run is pending. In the
+    page, Run also scrolls the status line to the top of the screen, with what the run draws under it."""
+    run_button.click(None, js=scroll_to(status), queue=False, api_visibility="private")
     cancel_old = run_button.click(ctx.cancel_previous, None, None, queue=False, trigger_mode="multiple",
                                   api_visibility="private")
     run_event = cancel_old.then(run, inputs_kwargs=inputs, outputs=outputs, api_name=api_name, trigger_mode="multiple")

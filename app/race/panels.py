@@ -1,5 +1,5 @@
-"""The Race tab's panels: the banner, the time panel, a lane per side (speed, text, the replay's story,
-entropy trace, recomputed rows; the middle lane shown only in a race that has one) and the results,
+"""The Race tab's panels: the banner, a lane per side (speed, text, the replay's story, entropy trace,
+recomputed rows; the middle lane shown only in a race that has one), the time panel and the results,
 and how a rendered Update (app/race/render.py) fills them. A race and its replay draw into the same
 panels.
 
@@ -21,6 +21,7 @@ from app.race.render import Final, LaneView, Update
 from app.race.speed import SUMMARY_HEADERS
 from app.serving.runner import Outputs
 from app.widgets.banner import banner
+from app.widgets.lane_plots import entropy_placeholder, rows_placeholder
 from app.widgets.text_view import LEGEND
 
 SIDES = tuple(SIDE_TITLES)  # left, middle, right
@@ -106,10 +107,10 @@ class RacePanels:
 
 
 def build_race_panels() -> RacePanels:
-    """The lanes side by side under the banner and the time panel, then the results (call inside the
-    Race tab)."""
-    status = gr.HTML(banner("Press Run to start the race."), elem_id="banner")
-    time = gr.HTML(elem_id="time-panel")
+    """The lanes side by side under the banner, so that both come into view together when a race starts;
+    then where the time goes and the results (call inside the Race tab). Each figure says, until the
+    race draws it, what it will show."""
+    status = gr.HTML(banner("Press Run (or a preset) to start the race."), elem_id="banner")
     columns, parts = {}, {}
     gr.HTML(LEGEND, elem_id="lanes-legend")
     with gr.Row(equal_height=False):
@@ -120,9 +121,12 @@ def build_race_panels() -> RacePanels:
                     text=gr.HTML(label=f"{SIDE_TITLES[side]}: text", elem_id=f"text-{side}",
                                  elem_classes=["ec-lane-text"]),
                     story=gr.Markdown(elem_id=f"story-{side}", elem_classes=["ec-lane-story"]),
-                    entropy=gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{side}"),
-                    rows=gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{side}"),
+                    entropy=gr.Plot(entropy_placeholder(), label="Entropy trace", show_label=False,
+                                    elem_id=f"entropy-{side}"),
+                    rows=gr.Plot(rows_placeholder(), label="Recomputed rows", show_label=False,
+                                 elem_id=f"rows-{side}"),
                 )
+    time = gr.HTML(elem_id="time-panel")
     gr.Markdown("### Result")
     parted = gr.HTML(elem_id="parted")
     with gr.Row():

@@ -1,9 +1,5 @@
-"""The app as visitors meet it: launched in-process on 127.0.0.1, driven by gradio_client and a real browser.
-
-The browser test needs Debian's chromium at /usr/bin/chromium and the playwright package (test.sh
-installs both where it can); it is skipped when one of them is missing, and fails instead when
-REQUIRE_BROWSER=1 (as .ci/run sets), so CI cannot go green without it.
-"""
+"""The app as visitors meet it: launched in-process on 127.0.0.1, driven by gradio_client and a real browser
+(the page fixture, tests/app/conftest.py)."""
 
 from __future__ import annotations
 
@@ -51,17 +47,6 @@ from scripts.ports import free_port  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PROMPTS = [p.prompt for p in make_split("test", 3)]
 
 
@@ -357,36 +342,6 @@ def test_a_new_run_in_the_same_session_cancels_the_old_one(served) -> None:
     last = old.outputs()[-1]
     assert "finished" not in last[0]  # it never ran to the end: no final banner, no trace
     assert len(old.outputs()) < 40
-
-
-def browser_missing() -> list[str]:
-    """What the browser test lacks on this machine (nothing: it can run)."""
-    missing = [] if Path(CHROMIUM).exists() else [f"chromium at {CHROMIUM}"]
-    return missing + ([] if importlib.util.find_spec("playwright") else ["the playwright package"])
-
-
-@pytest.fixture
-def browser_ready() -> None:
-    missing = browser_missing()
-    if missing and os.environ.get("REQUIRE_BROWSER") == "1":
-        pytest.fail(f"REQUIRE_BROWSER=1 but this machine lacks {' and '.join(missing)}")
-    if missing:
-        pytest.skip(f"needs {' and '.join(missing)}")
-
-
-@pytest.fixture
-def page(browser_ready, served):
-    """A page of Debian's Chromium, driven by Playwright, opened on the served app."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = chrome.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(served.url, wait_until="domcontentloaded")
-            yield page
-        finally:
-            chrome.close()
 
 
 def test_browser_runs_a_race_and_shows_text_and_both_plots(page) -> None:

@@ -1,0 +1,41 @@
+"""A visitor's first minutes, in Chromium on a projector's 1366x768 screen, on the app served once for every
+test here (the served and page fixtures, tests/app/conftest.py): what is in view, what the page says of
+the inputs it was given, and whether its words follow what was raced."""
+
+from __future__ import annotations
+
+import pytest
+
+SCREEN = {"width": 1366, "height": 768}
+RACE_S = 300_000  # ms: a race on the long example takes ~15 s here, ~40 s with the CPUs taken by others
+
+
+@pytest.fixture
+def viewport() -> dict:
+    return SCREEN
+
+
+def in_view(page, selector: str) -> bool:
+    """Whether the top of the element `selector` is on the screen as it is scrolled now."""
+    top = page.locator(selector).evaluate("el => el.getBoundingClientRect().top")
+    return 0 <= top < SCREEN["height"]
+
+
+def banner_says(page, text: str, element: str = "banner", timeout: int = RACE_S) -> None:
+    page.wait_for_function(f"document.querySelector('#{element}')?.innerText.includes({text!r})", timeout=timeout)
+
+
+def test_browser_a_preset_or_run_brings_the_race_into_view_and_empty_plots_say_what_they_will_show(page) -> None:
+    banner_says(page, "max decoded-token entropy", "entropy-left", timeout=60_000)  # once plotly has drawn it
+    assert "which rows each step computes" in page.locator("#rows-right").inner_text()
+    assert not in_view(page, "#banner")  # the race is under the inputs: ~1,300 px down
+    page.locator("#preset-cache-alone").click()  # sets the inputs, then races them
+    page.wait_for_function("window.scrollY > 0", timeout=30_000)
+    banner_says(page, "the cache alone")
+    assert all(in_view(page, f"#{part}") for part in ("banner", "speed-left", "speed-right"))
+    banner_says(page, "speedup (measured)")
+    page.evaluate("window.scrollTo(0, 0)")
+    page.locator("#run-btn").click()
+    page.wait_for_function("window.scrollY > 0", timeout=30_000)
+    assert all(in_view(page, f"#{part}") for part in ("banner", "speed-left", "speed-right"))
+    banner_says(page, "speedup (measured)")
