@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from core.decoder import DecodeConfig
 from core.policies import POLICIES, Param
+from core.policies.params import value_text
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
 DEFAULT_COMPARED = "none"
@@ -63,6 +64,12 @@ class Control:
     def setting(self, value: int | float) -> int | float | None:
         """A checked value as the setting it stands for (None: an optional one left unset)."""
         return None if self.optional and value == 0 else value
+
+    def said(self, setting: int | float | str | None) -> str:
+        """A setting of this control in words: 'threshold 0.9', 'steps unset (one token per step)'."""
+        if setting is None:
+            return f"{self.label} unset ({self.param.unset})"
+        return f"{self.label} {value_text(setting)}"
 
 
 def compared_policies() -> list[str]:
@@ -115,3 +122,18 @@ def decode_config(values: dict[str, int | float], graphs: str = "auto") -> Decod
     # A schedule that unmasks one token a step (as many steps as tokens, a threshold of 1, blocks of one
     # token) is that decode, raced and named as it.
     return config if config.parallel else config.one_token_per_step()
+
+
+def changed_settings(values: dict[str, int | float | str], config: DecodeConfig) -> list[str]:
+    """What `config` (decode_config's, from the checked controls `values`) decodes otherwise than the
+    controls asked, said as the value asked, the value used and why: a schedule that unmasks one token a
+    step is decoded as one token per step, in blocks. (Nothing else is changed: a value out of range is
+    refused.)"""
+    asked = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
+    changed = [key for key, setting in asked.items() if getattr(config, key) != setting]
+    if not changed:
+        return []
+    pairs = "; ".join(f"asked {control.said(asked[key])}, used {control.said(getattr(config, key))}"
+                      for key, control in DECODE_CONTROLS.items() if key in changed)
+    return [f"Changed: {pairs}. These settings unmask one token a step, and such a decode is run (and named) as "
+            "one token per step, in blocks."]

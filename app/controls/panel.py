@@ -2,8 +2,9 @@
 a slider per control; and the Run it sends (PanelTab).
 
 A slider's range is its control's (app/controls/declared.py), which the handler checks again: the HTTP
-API accepts any value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets
-is the handler's, naming the control and what it allows. `prefix` keeps element ids unique when two
+API accepts any value, and the sliders hand it on as sent (raw_slider; in the page a value typed out of
+the range stays as typed, KEEP_TYPED_JS), so the message a bad value gets is the handler's, naming the
+control and what it allows. `prefix` keeps element ids unique when two
 tabs each have a panel.
 """
 
@@ -17,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 import gradio as gr
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
-from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, RunJob, check_run
+from app.controls.run import RawRun, Run, RunJob, check_run
 from app.serving.context import AppContext
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs, TabRunner, TabView
@@ -26,6 +27,23 @@ from core.policies.params import shown
 
 C = TypeVar("C", bound=gr.components.Component)
 CONTROLS_PER_ROW = 4  # the sliders' rows, in the controls' declared order
+
+
+# A slider's number box puts a typed value into the slider's range when it loses the focus (Gradio's
+# frontend): -5 typed for tau would run as 0, unsaid. Stopping that blur keeps the value as typed, so
+# Run sends it and the handler refuses it by name (Control.check), as it refuses an API client's.
+KEEP_TYPED_JS = """
+() => {
+  window.addEventListener('blur', (ev) => {
+    const box = ev.target;
+    const slider = box instanceof HTMLInputElement && box.type === 'number'
+      && (box.getAttribute('aria-label') || '').startsWith('number input for');
+    if (!slider || Number.isNaN(box.valueAsNumber)) return;
+    const low = box.min === '' ? -Infinity : Number(box.min), high = box.max === '' ? Infinity : Number(box.max);
+    if (box.valueAsNumber < low || box.valueAsNumber > high) ev.stopImmediatePropagation();
+  }, true);
+}
+"""
 
 
 def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
@@ -157,8 +175,9 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
     index = opening.example(first)
     with gr.Row():
         with gr.Column(scale=3):
+            # No max_length: the box would cut a longer paste silently; the handler refuses it, saying why.
             prompt = gr.Textbox(first.examples[index], label="Prompt", lines=3, max_lines=12,
-                                max_length=MAX_PROMPT_CHARS, elem_id=f"{prefix}prompt")
+                                elem_id=f"{prefix}prompt")
             examples = gr.Dataset(components=[prompt], samples=example_samples(first), type="index",
                                   label="Example prompts for this model", elem_id=f"{prefix}examples")
         with gr.Column(scale=2):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.race.parted import partings
-from app.widgets.banner import banner
+from app.widgets.banner import banner, changes_html
 from core.passes import CAPTURED, COMPILED
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
@@ -41,12 +41,13 @@ def speed_html(lane: Lane, label: LaneLabel) -> str:
 
 
 def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = "", graphs_s: float = 0.0,
-                graphs_failed: str = "", prepared: str = CAPTURED) -> str:
+                graphs_failed: str = "", prepared: str = CAPTURED, changed: Sequence[str] = ()) -> str:
     """The race's status line: the speedup of the right lane over the left one, its two factors where
     a middle lane runs, and in words which comparison that is. `graphs_s`: what capturing CUDA graphs
     cost the race (Snapshot.graphs_s; `prepared` says what it paid for, or compiling CPU passes), said apart
     because it is on no lane's clock; `graphs_failed`:
-    why capturing them failed, if it did (Snapshot.graphs_failed)."""
+    why capturing them failed, if it did (Snapshot.graphs_failed); `changed`: what the race decodes otherwise
+    than it was sent (Run.changed), said first."""
     base, ours = lanes[0], lanes[-1]
     done = all(lane.done for lane in lanes)
     s = speedup(base, ours, done)
@@ -66,7 +67,7 @@ def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = ""
     if graphs_failed:
         notes.append(f"CUDA graphs could not be captured ({graphs_failed}): every lane runs eagerly.")
     extra = "".join(f" <span class='ec-note'>{html.escape(note, quote=False)}</span>" for note in notes)
-    return banner(f"{text}{extra}")
+    return banner(f"{text}{changes_html(changed)}{extra}")
 
 
 def _factors(lanes: Sequence[Lane], comparison: Comparison) -> str:

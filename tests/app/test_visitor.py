@@ -39,3 +39,29 @@ def test_browser_a_preset_or_run_brings_the_race_into_view_and_empty_plots_say_w
     page.wait_for_function("window.scrollY > 0", timeout=30_000)
     assert all(in_view(page, f"#{part}") for part in ("banner", "speed-left", "speed-right"))
     banner_says(page, "speedup (measured)")
+
+
+def set_number(page, key: str, value: str, prefix: str = "") -> None:
+    """Type `value` into control `key`'s number box and leave it, as a visitor does."""
+    box = page.locator(f"#{prefix}ctl-{key} input[type=number]")
+    box.fill(value)
+    box.press("Tab")
+
+
+def test_browser_an_input_the_page_cannot_take_is_refused_by_name_and_one_the_server_changes_is_said(page) -> None:
+    set_number(page, "tau", "-5")  # below the slider's 0: kept as typed, not put into the range
+    page.locator("#run-btn").click()
+    banner_says(page, "tau (EntropyCache) must be a number in [0, 12], got -5", timeout=30_000)
+    assert page.locator("#ctl-tau input[type=number]").input_value() == "-5"
+    set_number(page, "tau", "1")
+    page.locator("#prompt textarea").fill("mia has 7 marbles . " * 500)  # 10,000 characters: not cut in the box
+    page.locator("#run-btn").click()
+    banner_says(page, "The prompt is 10000 characters long; the limit is 6000.", timeout=30_000)
+    page.locator("#prompt textarea").fill("  tell a story about tom and a duck in the garden .\n")
+    for key, value in (("threshold", "1"), ("gen_len", "32"), ("block_len", "16")):
+        set_number(page, key, value)
+    page.locator("#run-btn").click()
+    banner_says(page, "speedup (measured)")
+    banner = page.locator("#banner").inner_text()
+    assert "Changed: the prompt was sent with 3 blank characters (spaces, new lines) at its ends" in banner
+    assert "Changed: asked parallel-decoding threshold 1, used parallel-decoding threshold unset (off)." in banner

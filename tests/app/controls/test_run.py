@@ -68,6 +68,23 @@ def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
     assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
 
 
+def test_what_a_run_decodes_otherwise_than_it_was_sent_is_said_as_asked_used_and_why(registry) -> None:
+    assert race_run(registry, threshold=0.9).changed == ()  # as sent: nothing to say
+    padded = race_run(registry, f"  {PROMPT}\n", threshold=1.0)
+    assert padded.prompt == PROMPT and padded.config.threshold is None
+    assert padded.changed == (
+        "Changed: the prompt was sent with 3 blank characters (spaces, new lines) at its ends; the model reads it "
+        "without them.",
+        "Changed: asked parallel-decoding threshold 1, used parallel-decoding threshold unset (off). These settings "
+        "unmask one token a step, and such a decode is run (and named) as one token per step, in blocks.")
+    every = race_run(registry, steps=32, schedule="block")  # as many steps as tokens: one token a step
+    assert every.changed == (
+        "Changed: asked steps 32, used steps unset (one token per step). These settings unmask one token a step, "
+        "and such a decode is run (and named) as one token per step, in blocks.",)
+    dream = race_run(registry, block_len=1, schedule="dream")
+    assert dream.config.schedule == "block" and "asked schedule dream, used schedule block" in dream.changed[0]
+
+
 def test_the_compared_policy_gets_its_own_controls(registry) -> None:
     """Each compared policy's parameters are controls of their own (from the declarations): the
     chosen policy's values reach it, missing ones take defaults, and a bad value anywhere is refused
