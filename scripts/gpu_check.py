@@ -491,7 +491,9 @@ def app_race_args(label: str, prompt: str, gen_len: int) -> dict:
     """A race of no cache against EntropyCache at tau 12 nats, above any entropy a random 126k-token model
     gives (ln 126464 = 11.7): with random weights entropy means nothing, so only block starts refresh,
     the schedule the offline figures replay."""
-    return dict(prompt=prompt, model=label, policy="none", tau=12.0, k=K, gen_len=gen_len, block_len=BLOCK, steps=0,
+    from app.controls.declared import VANILLA
+
+    return dict(prompt=prompt, model=label, policy=VANILLA, tau=12.0, k=K, gen_len=gen_len, block_len=BLOCK, steps=0,
                 threshold=0, temperature=0, seed=0)
 
 

@@ -16,9 +16,12 @@ from core.policies import POLICIES, Param
 from core.policies.params import value_text
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
-DEFAULT_COMPARED = "none"
-# The paper's baseline: the exact decoder (`none`) one token per step, whatever the run's threshold or
-# steps (DecodeConfig.one_token_per_step). Not a policy of core's: a policy at a schedule of its own.
+DEFAULT_COMPARED = "none"  # core's name of the exact decoder, the policy without a cache
+# The one name the app shows for the policy without a cache, as the paper names its baseline: the
+# control, the lanes, the tables and the traces say it for `none`. In the Race's picker it is the
+# paper's baseline, vanilla decoding: the exact decoder one token per step, whatever the run's threshold
+# or steps (DecodeConfig.one_token_per_step), with a middle lane at EntropyCache's settings where they
+# differ (app/controls/run.py race_lanes).
 VANILLA = "vanilla"
 
 
@@ -79,9 +82,17 @@ def compared_policies() -> list[str]:
 
 
 def raced_policies() -> list[str]:
-    """What the Race's compared lane may be: vanilla decoding first (the paper's baseline), then every
-    compared policy at EntropyCache's own settings."""
-    return [VANILLA, *compared_policies()]
+    """What the Race's compared lane may be: vanilla decoding first (the paper's baseline; its race at
+    EntropyCache's settings is its middle lane against EntropyCache), then every compared policy with a
+    cache, at EntropyCache's own settings."""
+    return [VANILLA, *(name for name in compared_policies() if name != DEFAULT_COMPARED)]
+
+
+def shown_policy(described: str) -> str:
+    """A policy as the app names it (CachePolicy.describe(): 'none', 'dual', 'entropy(tau=1.0, k=2)'):
+    the policy without a cache is `vanilla`, the others as they describe themselves. A name it already
+    shows stays as it is, so a trace written with either name reads the same."""
+    return VANILLA if described == DEFAULT_COMPARED else described
 
 
 def probed_policies() -> list[str]:

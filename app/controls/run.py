@@ -14,7 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, changed_settings, decode_config
+from app.controls.declared import (
+    DEFAULT_COMPARED,
+    OURS,
+    PEER_CONTROLS,
+    RUN_CONTROLS,
+    VANILLA,
+    changed_settings,
+    decode_config,
+)
 from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelChoice, ModelRegistry, prompt_tokens
@@ -176,7 +184,7 @@ def race_lanes(picked: str, own: dict, ours: dict, config: DecodeConfig) -> tupl
 
 
 def _picked(name: str, own: dict, ours: dict) -> CachePolicy:
-    """A new instance of the picked policy: vanilla decoding's is `none`."""
+    """A new instance of the picked policy: vanilla decoding's is `none`, core's exact decoder."""
     if name == VANILLA:
-        return make_policy("none")
+        return make_policy(DEFAULT_COMPARED)
     return make_policy(OURS, **ours) if name == OURS else make_policy(name, **own)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.controls.declared import OURS
+from app.controls.declared import OURS, VANILLA, shown_policy
 from app.controls.run import LaneRun
 from app.race.decode import Lane
 from core.decoder import DecodeConfig
@@ -28,12 +28,12 @@ class LaneLabel:
     decode settings (DecodeConfig's declared fields; None: unset)."""
 
     side: str  # left, middle or right
-    policy: str  # none, dual, entropy(tau=1.0, k=2)
+    policy: str  # as the app names it (shown_policy): vanilla, dual, entropy(tau=1.0, k=2)
     decoding: dict
 
     @classmethod
     def of(cls, lane: LaneRun) -> LaneLabel:
-        return cls(lane.side, lane.policy.describe(), lane.decoding)
+        return cls(lane.side, shown_policy(lane.policy.describe()), lane.decoding)
 
     @property
     def title(self) -> str:
@@ -41,7 +41,7 @@ class LaneLabel:
 
     @property
     def cached(self) -> bool:
-        return self.policy != "none"
+        return self.policy != VANILLA
 
     @property
     def uses_tau(self) -> bool:
@@ -86,11 +86,12 @@ class LaneLabel:
 
     @property
     def name(self) -> str:
-        """The lane in words: "vanilla decoding (no cache, one token per step)", "dual, parallel decoding
-        (threshold 0.9)"."""
+        """The lane in words: "vanilla decoding (no cache, one token per step)", "vanilla decoding (no cache),
+        parallel decoding (threshold 0.9)", "dual, parallel decoding (threshold 0.9)"."""
         if not self.cached and not self.parallel:
             return "vanilla decoding (no cache, one token per step)"
-        policy = OUR_NAME if self.side == "right" else ("no cache" if not self.cached else self.policy)
+        policy = OUR_NAME if self.side == "right" else ("vanilla decoding (no cache)" if not self.cached
+                                                        else self.policy)
         return f"{policy}, {self.schedule}"
 
 
@@ -127,7 +128,7 @@ class Comparison:
         """Which comparison the race shows, in one sentence."""
         left, right = self.left, self.right
         if self.same_settings:
-            base = "no cache" if not left.cached else left.policy
+            base = "vanilla decoding (no cache)" if not left.cached else left.policy
             alone = ": the cache alone" if not left.cached else ""
             return f"{OUR_NAME} against {base}, both at {right.schedule}{alone}"
         return f"{OUR_NAME} with {right.schedule} against {left.name}: the paper's comparison" if (

@@ -132,7 +132,7 @@ def build_race_panels() -> RacePanels:
     with gr.Row():
         finals = {side: gr.Textbox(label=f"{SIDE_TITLES[side]}: final text", lines=3, interactive=False,
                                    visible=side != "middle", elem_id=f"final-{side}") for side in SIDES}
-    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False)
+    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False, elem_id="summary")
     trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
     lanes = {side: LanePanels(**parts[side], final=finals[side]) for side in SIDES}
     return RacePanels(status, time, lanes, columns["middle"], parted, summary, trace)

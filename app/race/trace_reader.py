@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS
+from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, shown_policy
 from app.controls.run import decoding_of
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
@@ -120,6 +120,7 @@ def _settings(raw: object) -> dict:
                                                                     "compared_params"))
     for name in ("prompt", "model", "policy"):
         _str(s[name], f"settings.{name}", MAX_TEXT)
+    s["policy"] = shown_policy(s["policy"])  # a trace written before the app named `none` vanilla reads alike
     for name, control in RUN_CONTROLS.items():  # as every run's controls are checked
         try:
             s[name] = control.check(s[name])
@@ -198,7 +199,7 @@ def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _S
     rank = lane["finish_rank"]
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
         raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {_show(rank)}")
-    return RecordedLane(side, _str(lane["policy"], f"{where}.policy", MAX_CHARS), decoding,
+    return RecordedLane(side, shown_policy(_str(lane["policy"], f"{where}.policy", MAX_CHARS)), decoding,
                         _str(lane["text"], f"{where}.text", MAX_TEXT), rank, events)
 
 

@@ -170,7 +170,8 @@ BAD = [  # refused by the handler, in the status line
     (dict(temperature=-1), "-1"),
     # a choice the page never offers (an API client's): the handler's check, not Gradio's
     (dict(model="/etc/passwd"), "Unknown model '/etc/passwd'; choose one of: sums-and-stories"),
-    (dict(policy="entropy"), "Unknown policy 'entropy'; choose one of: vanilla, none, "),
+    (dict(policy="entropy"), "Unknown policy 'entropy'; choose one of: vanilla, d2cache, "),
+    (dict(policy="none"), "Unknown policy 'none'; choose one of: vanilla, d2cache, "),  # one name for the baseline
 ]
 
 
@@ -317,7 +318,7 @@ def test_several_clients_at_once_each_get_their_own_result(served) -> None:
     url, registry = served.url, served.registry
     runs = [
         args(p, seed=i, temperature=0.7, gen_len=16 * (i + 1), policy=pol)
-        for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "dllm-cache"]))
+        for i, (p, pol) in enumerate(zip(PROMPTS, ["vanilla", "dual", "dllm-cache"]))
     ]
     # one session each, from addresses of their own (one visitor has at most two runs under way)
     clients = [Client(url, verbose=False, headers={"X-Forwarded-For": f"10.0.0.{i}"}) for i in range(len(runs))]

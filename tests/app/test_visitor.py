@@ -4,6 +4,8 @@ the inputs it was given, and whether its words follow what was raced."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 SCREEN = {"width": 1366, "height": 768}
@@ -65,3 +67,21 @@ def test_browser_an_input_the_page_cannot_take_is_refused_by_name_and_one_the_se
     banner = page.locator("#banner").inner_text()
     assert "Changed: the prompt was sent with 3 blank characters (spaces, new lines) at its ends" in banner
     assert "Changed: asked parallel-decoding threshold 1, used parallel-decoding threshold unset (off)." in banner
+
+
+def test_browser_the_papers_baseline_has_one_name_in_the_picker_the_lanes_the_tables_and_the_trace(page) -> None:
+    page.locator("#policy input").click()
+    options = [text.split("\n")[-1] for text in page.get_by_role("option").all_inner_texts()]  # past the ✓
+    assert options[0] == "vanilla" and "none" not in options
+    page.keyboard.press("Escape")
+    page.locator("#preset-cache-alone").click()  # the cache alone: EntropyCache against the same baseline
+    banner_says(page, "speedup (measured)")
+    assert page.locator("#policy input").input_value() == "vanilla"
+    shown = " ".join(page.locator(f"#{part}").inner_text() for part in ("banner", "lane-left", "time-panel"))
+    summary = page.locator("#summary").inner_text()
+    assert "Left: compared vanilla" in shown and "vanilla" in summary
+    assert not re.search(r"\bnone\b", shown + summary)
+    link = page.locator("#trace a[download]")
+    link.wait_for(timeout=30_000)
+    trace = page.request.get(link.get_attribute("href")).json()
+    assert trace["settings"]["policy"] == trace["lanes"][0]["policy"] == "vanilla"

@@ -8,7 +8,7 @@ import re
 import pytest
 from races import PROMPT, controls, race_run
 
-from app.controls.declared import PEER_CONTROLS, compared_policies
+from app.controls.declared import PEER_CONTROLS, compared_policies, raced_policies
 from app.controls.run import MAX_PROMPT_CHARS, RawRun, check_run
 from app.serving.registry import EMBEDDED_LABEL
 from core.policies import POLICIES
@@ -50,10 +50,10 @@ def test_a_run_missing_a_control_or_naming_an_unknown_one_is_refused(registry) -
     numbers = controls()
     del numbers["seed"]
     with pytest.raises(ValueError, match=re.escape("bad controls: missing ['seed'], unknown []")):
-        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "none", numbers, {}), compared_policies(), True)
+        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "vanilla", numbers, {}), raced_policies(), True)
     with pytest.raises(ValueError, match=re.escape("bad controls: missing [], unknown ['dual_x']")):
-        sent = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none", **controls(), dual_x=1)
-        check_run(registry, RawRun.of(sent), compared_policies(), True)
+        sent = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="vanilla", **controls(), dual_x=1)
+        check_run(registry, RawRun.of(sent), raced_policies(), True)
 
 
 def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
@@ -95,7 +95,7 @@ def test_the_compared_policy_gets_its_own_controls(registry) -> None:
     p = race_run(registry, policy="dllm-cache", compared={"dllm_cache_rho": 0.5})
     assert p.settings["compared_params"] == {"prompt_every": 50, "response_every": 7, "rho": 0.5}
     assert p.policies[0].describe() == "dllm-cache(prompt_every=50, response_every=7, rho=0.5)"
-    none = race_run(registry, policy="none", compared={"dllm_cache_rho": 0.5})
+    none = race_run(registry, policy="vanilla", compared={"dllm_cache_rho": 0.5})
     assert none.settings["compared_params"] == {}
     for compared, message in [({"dllm_cache_rho": 2}, r"rho \(DLLMCache\) must be a number in \[0.05, 1\], got 2"),
                               ({"elastic_gamma": "x"}, r"gamma \(ElasticCache\) must be a number"),

@@ -83,16 +83,18 @@ def test_the_banner_gives_the_total_and_each_factor_from_two_lanes_it_ran(paper)
 
 def test_the_same_settings_race_two_lanes_the_cache_alone(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    for policy in ("vanilla", "none"):  # one token per step: vanilla decoding is no cache at the same settings
-        run = race_run(registry, policy=policy)
-        assert [lane.side for lane in run.lanes] == ["left", "right"]
-        assert run.lanes[0].config == run.lanes[1].config == run.config
-    last = list(stream_race(model, tokenizer, race_run(registry, policy="none", threshold=0.9), throttle_s=60,
-                            trace_dir=tmp_path))[-1]
+    run = race_run(registry, policy="vanilla")  # one token per step: vanilla decoding at EntropyCache's settings
+    assert [lane.side for lane in run.lanes] == ["left", "right"]
+    assert run.lanes[0].config == run.lanes[1].config == run.config
+    last = list(stream_race(model, tokenizer, run, throttle_s=60, trace_dir=tmp_path))[-1]
     assert last.sides == ("left", "right")
-    assert "EntropyCache against no cache, both at parallel decoding (threshold 0.9): the cache alone." in (
+    assert "EntropyCache against vanilla decoding (no cache), both at one token per step: the cache alone." in (
         last.banner_html)
     assert "from the cache" not in last.banner_html  # no middle lane, no factors
+    parallel = decoding_of(DecodeConfig(gen_len=32, block_len=16, threshold=0.9))  # a vanilla race's middle and right
+    alone = Comparison((LaneLabel("left", "vanilla", parallel), LaneLabel("right", "entropy(tau=1.0, k=2)", parallel)))
+    assert alone.words() == ("EntropyCache against vanilla decoding (no cache), both at parallel decoding "
+                             "(threshold 0.9): the cache alone")
     # One token a step however it is set: no steps, as many steps as tokens, a threshold of 1, blocks of one
     for settings in (dict(steps=0), dict(steps=16), dict(threshold=1.0), dict(block_len=1, threshold=0.5)):
         run = race_run(registry, policy="vanilla", **{"gen_len": 16, "block_len": 8, "threshold": 0, **settings})
@@ -114,7 +116,7 @@ def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> N
     assert uneven.schedule == "24 steps (2.67 tokens a step)"
     nearly_one = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"gen_len": 256, "block_len": 256, "steps": 255})
     assert nearly_one.schedule == "255 steps (1.004 tokens a step)"  # not rounded to the one token it is not
-    one_each = LaneLabel("left", "none", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
+    one_each = LaneLabel("left", "vanilla", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
     assert not one_each.parallel and one_each.gain == "" and one_each.schedule == "one token per step"
     assert one_each.name == "vanilla decoding (no cache, one token per step)"
     for one_a_step in (DecodeConfig(gen_len=64, block_len=16, threshold=1.0),  # no confidence is above 1
@@ -133,7 +135,7 @@ def test_presets_set_the_compared_lane_every_control_and_the_models_long_example
     assert values == {key: control.default for key, control in RUN_CONTROLS.items()} | {
         "threshold": 0.9, "gen_len": 256, "block_len": 32}
     alone = preset_inputs(registry, ins, CACHE_ALONE, EMBEDDED_LABEL)
-    assert alone[ins.policy] == "none" and alone[ins.controls["threshold"]] == 0
+    assert alone[ins.policy] == "vanilla" and alone[ins.controls["threshold"]] == 0  # one name for the baseline
     assert alone[ins.prompt] == out[ins.prompt]
     for preset in PRESETS:  # each is a race the server accepts, with the lanes it says
         run = check_run(registry, RawRun(out[ins.prompt], EMBEDDED_LABEL, preset.policy, preset.controls(), {}),
@@ -273,7 +275,7 @@ def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
 
 def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> None:
     decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
-    labels = (LaneLabel("left", "none", decoding), LaneLabel("middle", "none", decoding | {"threshold": 0.9}),
+    labels = (LaneLabel("left", "vanilla", decoding), LaneLabel("middle", "vanilla", decoding | {"threshold": 0.9}),
               LaneLabel("right", "entropy(tau=1.0, k=2)", decoding | {"threshold": 0.9}))
     lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("none", [5, 6, 7, 8]),
              finished_lane("entropy", [5, 6, 9, 8, 10]))
@@ -304,7 +306,7 @@ def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> Non
 )
 def test_a_text_that_holds_the_left_lanes_whole_or_stops_inside_it_is_said_so(answer, said) -> None:
     decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
-    labels = (LaneLabel("left", "none", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding))
+    labels = (LaneLabel("left", "vanilla", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding))
     lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("entropy", answer))
     text = TokenText.from_pieces({5: "a", 6: "b", 7: "c", 8: "d", 9: "x", 10: "y", 99: "<end>"}, " ", 0, [99])
     assert f"Right: EntropyCache: {said}" in re.sub("<[^>]+>", "", parted_html(lanes, labels, text))
