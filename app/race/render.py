@@ -70,7 +70,7 @@ class Layout:
 
     @property
     def comparison(self) -> Comparison:
-        return Comparison(self.labels)
+        return Comparison(self.labels, self.prompt_len)
 
     @classmethod
     def for_run(cls, model, tokenizer, run: Run, prompt_len: int) -> Layout:

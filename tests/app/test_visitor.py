@@ -85,3 +85,22 @@ def test_browser_the_papers_baseline_has_one_name_in_the_picker_the_lanes_the_ta
     link.wait_for(timeout=30_000)
     trace = page.request.get(link.get_attribute("href")).json()
     assert trace["settings"]["policy"] == trace["lanes"][0]["policy"] == "vanilla"
+
+
+def test_browser_the_banner_says_what_was_raced_and_which_lane_finished_first(page) -> None:
+    """A story (short) against vanilla at tau 0 with parallel decoding: the paper's lanes, not its prompt."""
+    page.locator("#examples button").first.click()  # a story, at the model's gen 256
+    page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('tell a story')",
+                           timeout=30_000)
+    for key, value in (("tau", "0"), ("threshold", "0.9")):
+        set_number(page, key, value)
+    page.locator("#run-btn").click()
+    banner_says(page, "speedup (measured)")
+    banner = page.locator("#banner").inner_text()
+    assert "on a 14-token prompt, shorter than the 256-token answer" in banner
+    assert "the paper's comparison." not in banner
+    first = [side for side in ("left", "middle", "right")
+             if "finished first" in page.locator(f"#speed-{side}").inner_text()]
+    assert len(first) == 1
+    assert banner.startswith("EntropyCache finished first" if first == ["right"] else f"The {first[0]} lane (")
+    assert "yet" not in page.locator("#time-panel").inner_text()  # the race is over
