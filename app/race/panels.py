@@ -18,7 +18,7 @@ from gradio.blocks import Block
 
 from app.race.comparison import SIDE_TITLES
 from app.race.render import Final, LaneView, Update
-from app.race.speed import SUMMARY_HEADERS
+from app.race.speed import SUMMARY_HEADERS, SUMMARY_WIDTHS
 from app.serving.runner import Outputs
 from app.widgets.banner import banner
 from app.widgets.lane_plots import entropy_placeholder, rows_placeholder
@@ -132,7 +132,8 @@ def build_race_panels() -> RacePanels:
     with gr.Row():
         finals = {side: gr.Textbox(label=f"{SIDE_TITLES[side]}: final text", lines=3, interactive=False,
                                    visible=side != "middle", elem_id=f"final-{side}") for side in SIDES}
-    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False, elem_id="summary")
+    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False, wrap=True,
+                           column_widths=SUMMARY_WIDTHS, elem_id="summary")
     trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
     lanes = {side: LanePanels(**parts[side], final=finals[side]) for side in SIDES}
     return RacePanels(status, time, lanes, columns["middle"], parted, summary, trace)

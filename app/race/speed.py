@@ -17,6 +17,9 @@ from core.passes import CAPTURED, COMPILED
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
                    "tokens/s", "speedup vs left", "agreement with left", "parts from left at token"]
+# Each column's share of the table's width, so that it fits a 1366-px screen with every column, its text
+# wrapped between words: the policy and the schedule take two lines where they must.
+SUMMARY_WIDTHS = ["6%", "15%", "15%", "6%", "6%", "8%", "7%", "6%", "7%", "8%", "8%", "8%"]
 
 
 def speed_html(lane: Lane, label: LaneLabel) -> str:
@@ -110,4 +113,6 @@ CSS = """
 .ec-speed table { width: 100%; font-size: 12px; border-collapse: collapse; }
 .ec-speed table, .ec-speed tr, .ec-speed td { border: none !important; background: none !important; }
 .ec-speed td { padding: 0 4px !important; line-height: 1.35; }
+#summary th, #summary td { font-size: 13px; }
+#summary th *, #summary td * { word-break: normal; overflow-wrap: anywhere; }
 """

@@ -104,3 +104,22 @@ def test_browser_the_banner_says_what_was_raced_and_which_lane_finished_first(pa
     assert len(first) == 1
     assert banner.startswith("EntropyCache finished first" if first == ["right"] else f"The {first[0]} lane (")
     assert "yet" not in page.locator("#time-panel").inner_text()  # the race is over
+
+
+def test_browser_the_summary_table_fits_the_screen_with_every_column(page) -> None:
+    """Three lanes, the longest cells a race has (the middle lane's schedule, EntropyCache's policy)."""
+    page.locator("#prompt textarea").fill("mia has 7 marbles . mia buys 10 more marbles . how many marbles does mia "
+                                          "have now ?")
+    for key, value in (("gen_len", "32"), ("block_len", "16"), ("threshold", "0.9")):
+        set_number(page, key, value)
+    page.locator("#run-btn").click()
+    banner_says(page, "speedup (measured)")
+    banner_says(page, "entropy(tau=1.0, k=2)", "summary", timeout=30_000)  # the rows are in
+    table = page.locator("#summary")
+    table.scroll_into_view_if_needed()
+    headers = table.locator("th")
+    assert headers.count() == 12 and "parts from left at token" in " ".join(headers.nth(11).inner_text().split())
+    last = headers.nth(11).bounding_box()
+    assert last["x"] + last["width"] <= SCREEN["width"]
+    assert table.locator(".virtual-table-viewport").evaluate("el => el.scrollWidth <= el.clientWidth")  # no scroll
+    assert page.evaluate("document.documentElement.scrollWidth") <= SCREEN["width"]
