@@ -48,7 +48,7 @@ import torch  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from app.client import named  # noqa: E402
-from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  # noqa: E402
+from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, VANILLA, raced_policies  # noqa: E402
 from app.controls.presets import DEFAULT_PRESET  # noqa: E402
 from app.controls.run import RawRun, Run, check_run  # noqa: E402
 from app.race.decode import race_snapshots  # noqa: E402
@@ -124,13 +124,13 @@ class Scenario:
         choice = registry.choice(EMBEDDED_LABEL)
         defaults = {key: control.default for key, control in RUN_CONTROLS.items()}
         lengths = {"gen_len": choice.gen_len, "block_len": choice.block_len}  # the model's, as the page opens
-        return cls(choice.example_list[0].text, "none", {**defaults, **lengths, **choice.example_list[0].settings})
+        return cls(choice.example_list[0].text, VANILLA, {**defaults, **lengths, **choice.example_list[0].settings})
 
     @classmethod
     def short(cls) -> Scenario:
         """A word problem, 64 tokens, no cache against EntropyCache: a race of about 2 s (the test suite's)."""
         defaults = {key: control.default for key, control in RUN_CONTROLS.items()}
-        return cls(make_split("test", 1)[0].prompt, "none", {**defaults, "gen_len": 64, "block_len": 32})
+        return cls(make_split("test", 1)[0].prompt, VANILLA, {**defaults, "gen_len": 64, "block_len": 32})
 
     def args(self) -> dict:
         peers = {key: control.default for key, control in PEER_CONTROLS.items()}

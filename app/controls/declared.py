@@ -13,11 +13,15 @@ from dataclasses import dataclass
 
 from core.config import DecodeConfig
 from core.policies import POLICIES, Param
+from core.policies.params import value_text
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
-DEFAULT_COMPARED = "none"
-# The paper's baseline: the exact decoder (`none`) one token per step, whatever the run's threshold or
-# steps (DecodeConfig.one_token_per_step). Not a policy of core's: a policy at a schedule of its own.
+DEFAULT_COMPARED = "none"  # core's name of the exact decoder, the policy without a cache
+# The one name the app shows for the policy without a cache, as the paper names its baseline: the
+# control, the lanes, the tables and the traces say it for `none`. In the Race's picker it is the
+# paper's baseline, vanilla decoding: the exact decoder one token per step, whatever the run's threshold
+# or steps (DecodeConfig.one_token_per_step), with a middle lane at EntropyCache's settings where they
+# differ (app/controls/run.py race_lanes).
 VANILLA = "vanilla"
 
 
@@ -64,6 +68,12 @@ class Control:
         """A checked value as the setting it stands for (None: an optional one left unset)."""
         return None if self.optional and value == 0 else value
 
+    def said(self, setting: int | float | str | None) -> str:
+        """A setting of this control in words: 'threshold 0.9', 'steps unset (one token per step)'."""
+        if setting is None:
+            return f"{self.label} unset ({self.param.unset})"
+        return f"{self.label} {value_text(setting)}"
+
 
 def compared_policies() -> list[str]:
     """Every registered policy but ours, 'none' (the exact baseline) first."""
@@ -72,9 +82,17 @@ def compared_policies() -> list[str]:
 
 
 def raced_policies() -> list[str]:
-    """What the Race's compared lane may be: vanilla decoding first (the paper's baseline), then every
-    compared policy at EntropyCache's own settings."""
-    return [VANILLA, *compared_policies()]
+    """What the Race's compared lane may be: vanilla decoding first (the paper's baseline; its race at
+    EntropyCache's settings is its middle lane against EntropyCache), then every compared policy with a
+    cache, at EntropyCache's own settings."""
+    return [VANILLA, *(name for name in compared_policies() if name != DEFAULT_COMPARED)]
+
+
+def shown_policy(described: str) -> str:
+    """A policy as the app names it (CachePolicy.describe(): 'none', 'dual', 'entropy(tau=1.0, k=2)'):
+    the policy without a cache is `vanilla`, the others as they describe themselves. A name it already
+    shows stays as it is, so a trace written with either name reads the same."""
+    return VANILLA if described == DEFAULT_COMPARED else described
 
 
 def probed_policies() -> list[str]:
@@ -115,3 +133,18 @@ def decode_config(values: dict[str, int | float], graphs: str = "auto") -> Decod
     # A schedule that unmasks one token a step (as many steps as tokens, a threshold of 1, blocks of one
     # token) is that decode, raced and named as it.
     return config if config.parallel else config.one_token_per_step()
+
+
+def changed_settings(values: dict[str, int | float | str], config: DecodeConfig) -> list[str]:
+    """What `config` (decode_config's, from the checked controls `values`) decodes otherwise than the
+    controls asked, said as the value asked, the value used and why: a schedule that unmasks one token a
+    step is decoded as one token per step, in blocks. (Nothing else is changed: a value out of range is
+    refused.)"""
+    asked = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
+    changed = [key for key, setting in asked.items() if getattr(config, key) != setting]
+    if not changed:
+        return []
+    pairs = "; ".join(f"asked {control.said(asked[key])}, used {control.said(getattr(config, key))}"
+                      for key, control in DECODE_CONTROLS.items() if key in changed)
+    return [f"Changed: {pairs}. These settings unmask one token a step, and such a decode is run (and named) as "
+            "one token per step, in blocks."]

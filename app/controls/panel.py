@@ -2,8 +2,9 @@
 a slider per control; and the check of the Run it sends (ControlsTab, a PanelTab: app/serving/panel_tab.py).
 
 A slider's range is its control's (app/controls/declared.py), which the handler checks again: the HTTP
-API accepts any value, and the sliders hand it on as sent (raw_slider), so the message a bad value gets
-is the handler's, naming the control and what it allows. `prefix` keeps element ids unique when two
+API accepts any value, and the sliders hand it on as sent (raw_slider; in the page a value typed out of
+the range stays as typed, KEEP_TYPED_JS), so the message a bad value gets is the handler's, naming the
+control and what it allows. `prefix` keeps element ids unique when two
 tabs each have a panel.
 """
 
@@ -17,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 import gradio as gr
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
-from app.controls.run import MAX_PROMPT_CHARS, RawRun, Run, check_run
+from app.controls.run import RawRun, Run, check_run
 from app.serving.context import AppContext
 from app.serving.panel_tab import PanelTab
 from app.serving.registry import ModelChoice, ModelRegistry
@@ -27,6 +28,23 @@ from core.refusal import shown
 
 C = TypeVar("C", bound=gr.components.Component)
 CONTROLS_PER_ROW = 4  # the sliders' rows, in the controls' declared order
+
+
+# A slider's number box puts a typed value into the slider's range when it loses the focus (Gradio's
+# frontend): -5 typed for tau would run as 0, unsaid. Stopping that blur keeps the value as typed, so
+# Run sends it and the handler refuses it by name (Control.check), as it refuses an API client's.
+KEEP_TYPED_JS = """
+() => {
+  window.addEventListener('blur', (ev) => {
+    const box = ev.target;
+    const slider = box instanceof HTMLInputElement && box.type === 'number'
+      && (box.getAttribute('aria-label') || '').startsWith('number input for');
+    if (!slider || Number.isNaN(box.valueAsNumber)) return;
+    const low = box.min === '' ? -Infinity : Number(box.min), high = box.max === '' ? Infinity : Number(box.max);
+    if (box.valueAsNumber < low || box.valueAsNumber > high) ev.stopImmediatePropagation();
+  }, true);
+}
+"""
 
 
 def raw_slider(*args: Any, **kwargs: Any) -> gr.Slider:
@@ -158,8 +176,9 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
     index = opening.example(first)
     with gr.Row():
         with gr.Column(scale=3):
+            # No max_length: the box would cut a longer paste silently; the handler refuses it, saying why.
             prompt = gr.Textbox(first.examples[index], label="Prompt", lines=3, max_lines=12,
-                                max_length=MAX_PROMPT_CHARS, elem_id=f"{prefix}prompt")
+                                elem_id=f"{prefix}prompt")
             examples = gr.Dataset(components=[prompt], samples=example_samples(first), type="index",
                                   label="Example prompts for this model", elem_id=f"{prefix}examples")
         with gr.Column(scale=2):
@@ -194,13 +213,25 @@ def _peer_sliders(prefix: str, policies: list[str], picked: str) -> tuple[dict[s
     return sliders, groups
 
 
+def scroll_to(block: gr.blocks.Block) -> str:
+    """A page script that scrolls `block` (by its element id) to the top of the screen."""
+    return f"() => {{ document.getElementById({block.elem_id!r})?.scrollIntoView({{block: 'start'}}); }}"
+
+
+def press(button: gr.Button) -> str:
+    """A page script that presses `button` (by its element id), as a visitor's click does."""
+    return f"() => {{ document.getElementById({button.elem_id!r})?.click(); }}"
+
+
 def wire_run(run_button: gr.Button, stop_button: gr.Button, ctx: AppContext, run: Callable,
              inputs: dict[str, gr.components.Component], outputs: list, api_name: str, status: gr.HTML):
     """Connect a tab's Run and Stop; returns the run event (its Stop cancels it). `run` takes `inputs` by
     name, as keyword arguments (the HTTP API's parameter names), and Gradio's request.
 
     A new Run first cancels the session's run in flight (queue=False: at once, even with every slot
-    busy), then queues the new one; "multiple" lets Run through while the old run is pending."""
+    busy), then queues the new one; "multiple" lets Run through while the old run is pending. In the
+    page, Run also scrolls the status line to the top of the screen, with what the run draws under it."""
+    run_button.click(None, js=scroll_to(status), queue=False, api_visibility="private")
     cancel_old = run_button.click(ctx.cancel_previous, None, None, queue=False, trigger_mode="multiple",
                                   api_visibility="private")
     run_event = cancel_old.then(run, inputs_kwargs=inputs, outputs=outputs, api_name=api_name, trigger_mode="multiple")

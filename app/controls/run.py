@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from app.controls.declared import OURS, PEER_CONTROLS, RUN_CONTROLS, VANILLA, decode_config
+from app.controls.declared import (
+    DEFAULT_COMPARED,
+    OURS,
+    PEER_CONTROLS,
+    RUN_CONTROLS,
+    VANILLA,
+    changed_settings,
+    decode_config,
+)
 from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelChoice, ModelRegistry, prompt_tokens
 from app.serving.sent import check_choice
@@ -84,6 +92,9 @@ class Run:
     # The ids every lane decodes, as the prompt's check tokenized them; None where the model's tokenizer
     # was not at hand then (a GPU model not loaded yet): the renderer tokenizes once it is (ids).
     prompt_ids: tuple[int, ...] | None = None
+    # What the run decodes otherwise than it was sent, each said as the value asked, the value used and
+    # why: the tab's status line says it beside the run.
+    changed: tuple[str, ...] = ()
 
     @property
     def model(self) -> str:
@@ -111,11 +122,21 @@ class Run:
 
 
 def check_prompt(prompt: object) -> str:
+    """The prompt as the model reads it: without the blank characters at its ends (prompt_changes says so)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("Please enter a prompt: it is empty.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"The prompt is {len(prompt)} characters long; the limit is {MAX_PROMPT_CHARS}.")
     return check_unicode(prompt, "The prompt").strip()
+
+
+def prompt_changes(sent: str, text: str) -> list[str]:
+    """What check_prompt cut of the prompt `sent` to give `text`, in words."""
+    cut = len(sent) - len(text)
+    if not cut:
+        return []
+    return [f"Changed: the prompt was sent with {cut} blank character{'s' * (cut != 1)} (spaces, new lines) at its "
+            "ends; the model reads it without them."]
 
 
 def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], against_ours: bool) -> Run:
@@ -141,7 +162,8 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (
         LaneRun("left", _picked(str(raw.policy), own, ours), config),)
     check_decodes([Decode.of(prompt_len, lane.config) for lane in lanes], choice.device)
-    return Run(text, choice, config, lanes, settings, None if ids is None else tuple(ids))
+    changed = (*prompt_changes(raw.prompt, text), *changed_settings(values, config))
+    return Run(text, choice, config, lanes, settings, None if ids is None else tuple(ids), changed)
 
 
 def race_lanes(picked: str, own: dict, ours: dict, config: DecodeConfig) -> tuple[LaneRun, ...]:
@@ -158,7 +180,7 @@ def race_lanes(picked: str, own: dict, ours: dict, config: DecodeConfig) -> tupl
 
 
 def _picked(name: str, own: dict, ours: dict) -> CachePolicy:
-    """A new instance of the picked policy: vanilla decoding's is `none`."""
+    """A new instance of the picked policy: vanilla decoding's is `none`, core's exact decoder."""
     if name == VANILLA:
-        return make_policy("none")
+        return make_policy(DEFAULT_COMPARED)
     return make_policy(OURS, **ours) if name == OURS else make_policy(name, **own)

@@ -7,16 +7,45 @@ They read what evaluation.diagnostics computes from the events; nothing here mea
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import plotly.graph_objects as go
 
+from app.widgets.empty_plot import empty_figure
 from app.widgets.plot_style import FULL_COLOR, LINE_COLOR, MARGIN, TAU_COLOR
 from core.events import StepEvent
 
 
 def _r(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:+.2f}"
+
+
+class Figure(NamedTuple):
+    """One of the tab's figures: its title, what it shows (said in it until a decode draws it), its height (px)."""
+
+    title: str
+    shows: str
+    height: int
+
+
+FIGURES = {
+    "scatter": Figure("K/V change vs previous-step entropy",
+                      "how far each step's decode moved the K/V, against the entropy of what it decoded", 340),
+    "staleness": Figure("Cache staleness by steps since the last full step",
+                        "how far the cache drifts from the fresh K/V as partial steps pile up", 340),
+    "heatmap": Figure("Cache staleness (1 - cos) per layer at the start of each step",
+                      "the same staleness, layer by layer and step by step, full steps marked", 300),
+    "volatility": Figure("K/V volatility by steps since a token was unmasked",
+                         "how much a decoded token's K/V still moves, step after step", 300),
+}
+
+
+def placeholder(name: str) -> go.Figure:
+    """Figure `name` (a key of FIGURES) before a diagnostic decode: what it will show."""
+    figure = FIGURES[name]
+    return empty_figure(figure.title, f"{figure.shows}:<br>drawn step by step once you press Run diagnostics",
+                        figure.height)
 
 
 SERIES_STYLE = {  # evaluation.diagnostics.SERIES: what each shows, and its colour
@@ -60,9 +89,8 @@ def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
     parts = [f"{SERIES_STYLE[name][0].split(' (')[0]}: Spearman {_r(links[f'{name}_unmarked']['spearman'])} "
              f"({_r(links[f'{name}_all']['spearman'])} with marked)" for name in shown]
     fig.update_layout(
-        title=dict(text="K/V change vs previous-step entropy<br><sup>" + "; ".join(parts) + "</sup>",
-                   font=dict(size=13)),
-        height=340, margin=dict(MARGIN, t=60), template="plotly_white",
+        title=dict(text=f"{FIGURES['scatter'].title}<br><sup>" + "; ".join(parts) + "</sup>", font=dict(size=13)),
+        height=FIGURES["scatter"].height, margin=dict(MARGIN, t=60), template="plotly_white",
         legend=dict(orientation="h", y=-0.3, font=dict(size=11)),
         xaxis=dict(title="max entropy decoded at the previous step (nats)", range=[-0.02 * top, top * 1.05]),
         yaxis=dict(title="mean relative K/V change", type="log"),
@@ -84,8 +112,8 @@ def staleness_figure(analysis: dict) -> go.Figure:
                                            "<extra></extra>"))
     fig.add_trace(go.Scatter(x=list(curve), y=list(curve.values()), mode="lines", name="mean",
                              line=dict(color=FULL_COLOR, width=2)))
-    fig.update_layout(title=dict(text="Cache staleness by steps since the last full step", font=dict(size=13)),
-                      height=340, margin=MARGIN, showlegend=False, template="plotly_white",
+    fig.update_layout(title=dict(text=FIGURES["staleness"].title, font=dict(size=13)),
+                      height=FIGURES["staleness"].height, margin=MARGIN, showlegend=False, template="plotly_white",
                       xaxis=dict(title="steps since the cache was last rewritten in full", rangemode="tozero"),
                       yaxis=dict(title="cache vs fresh K/V (relative L2)"))
     return fig
@@ -109,9 +137,8 @@ def drift_heatmap(events: list[StepEvent], n_layers: int, max_steps: int) -> go.
         fig.add_trace(go.Scatter(x=full, y=[n_layers - 0.5] * len(full), mode="markers", name="full step",
                                  marker=dict(symbol="triangle-down", color=FULL_COLOR, size=7), cliponaxis=False,
                                  hovertemplate="step %{x}: full<extra></extra>"))
-    title = "Cache staleness (1 - cos) per layer at the start of each step"
-    fig.update_layout(title=dict(text=title, font=dict(size=13)),
-                      height=300, margin=MARGIN, showlegend=False, template="plotly_white",
+    fig.update_layout(title=dict(text=FIGURES["heatmap"].title, font=dict(size=13)),
+                      height=FIGURES["heatmap"].height, margin=MARGIN, showlegend=False, template="plotly_white",
                       xaxis=dict(title="step", range=[-0.5, max_steps - 0.5]),
                       yaxis=dict(title="layer", range=[-0.5, n_layers - 0.5]))
     return fig
@@ -124,8 +151,8 @@ def volatility_figure(curve: dict[int, float]) -> go.Figure:
     fig = go.Figure(go.Scatter(x=ages, y=values, mode="lines+markers", marker=dict(size=5),
                                line=dict(color=LINE_COLOR, width=1.5),
                                hovertemplate="age %{x}<br>change %{y:.2e}<extra></extra>"))
-    fig.update_layout(title=dict(text="K/V volatility by steps since a token was unmasked", font=dict(size=13)),
-                      height=300, margin=MARGIN, showlegend=False, template="plotly_white",
+    fig.update_layout(title=dict(text=FIGURES["volatility"].title, font=dict(size=13)),
+                      height=FIGURES["volatility"].height, margin=MARGIN, showlegend=False, template="plotly_white",
                       xaxis=dict(title="steps since unmasked"),
                       yaxis=dict(title="mean relative K/V change", type="log"))
     return fig

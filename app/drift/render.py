@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from app.controls.run import Run
 from app.drift.decode import DriftSnapshot
 from app.drift.plots import change_scatter, drift_heatmap, staleness_figure, volatility_figure
-from app.widgets.banner import banner
+from app.widgets.banner import banner, changes_html
 from app.widgets.explain import explain_step
 from app.widgets.lane_plots import step_axis
 from app.widgets.text_view import TokenText, confidence_by_position, render_text
@@ -96,14 +96,14 @@ class DriftRenderer:
         )
 
     def _banner(self, events, analysis: dict, message: str, finished: bool) -> str:
+        changed = changes_html(self.run.changed)  # what the decode does otherwise than it was sent
         if message:
-            return banner(message)
+            return banner(f"{html.escape(message)}{changed}")
         full = sum(e.full for e in events)
         state = "Done" if finished else "Decoding"
         marked = analysis["marked"]
         return banner(
             f"{state} ({html.escape(self.policy)}, probe on): step {len(events)} of at most {self.max_steps}, "
-            f"{full} full. {html.escape(analysis['summary'])} <span class='ec-note'>Left out: "
+            f"{full} full.{changed} {html.escape(analysis['summary'])} <span class='ec-note'>Left out: "
             f"{marked['tail']} step{'s' * (marked['tail'] != 1)} after an end-of-text, {marked['block_start']} into "
             "a block's first step.</span>")
-

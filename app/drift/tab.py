@@ -15,6 +15,7 @@ from gradio.blocks import Block
 from app.controls.declared import probed_policies
 from app.controls.panel import ControlsTab, build_inputs, raw_slider, wire_inputs
 from app.drift.decode import drift_snapshots
+from app.drift.plots import placeholder
 from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
 from app.serving.runner import Outputs
@@ -108,11 +109,15 @@ def build_drift_panels() -> DriftPanels:
     status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
     text = gr.HTML(elem_id="drift-text")
     with gr.Row(equal_height=False):
-        scatter = gr.Plot(label="K/V change vs entropy", show_label=False, elem_id="drift-scatter")
-        staleness = gr.Plot(label="Staleness by steps since a full step", show_label=False, elem_id="drift-staleness")
+        scatter = gr.Plot(placeholder("scatter"), label="K/V change vs entropy", show_label=False,
+                          elem_id="drift-scatter")
+        staleness = gr.Plot(placeholder("staleness"), label="Staleness by steps since a full step", show_label=False,
+                            elem_id="drift-staleness")
     with gr.Row(equal_height=False):
-        heatmap = gr.Plot(label="Staleness per layer and step", show_label=False, elem_id="drift-heatmap")
-        volatility = gr.Plot(label="Volatility", show_label=False, elem_id="drift-volatility")
+        heatmap = gr.Plot(placeholder("heatmap"), label="Staleness per layer and step", show_label=False,
+                          elem_id="drift-heatmap")
+        volatility = gr.Plot(placeholder("volatility"), label="Volatility", show_label=False,
+                             elem_id="drift-volatility")
     final = gr.Textbox(label="Final text", lines=2, interactive=False, elem_id="drift-final")
     gr.Markdown("### Explain a step")
     # Raw: a step out of range gets the handler's message, which names the step's range.

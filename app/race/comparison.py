@@ -1,6 +1,7 @@
 """What a race compares, in words: each lane's policy and decode settings, which comparison the lanes
-make (the paper's: EntropyCache with parallel decoding against vanilla decoding; or the cache alone,
-both lanes at the same settings), and the speedup with its factors, each measured between two lanes.
+make (the paper's: EntropyCache with parallel decoding against vanilla decoding, on a long prompt; or
+the cache alone, both lanes at the same settings; or what else was raced), which lane finished first,
+and the speedup with its factors, each measured between two lanes.
 
 A live race and a replayed trace are described from the same labels (LaneLabel), so a replay says
 what its race said. No gradio here.
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from app.controls.declared import VANILLA, shown_policy
 from app.controls.run import LaneRun
 from app.race.decode import Lane
 from core.config import DecodeConfig
@@ -27,13 +29,13 @@ class LaneLabel:
     settings (DecodeConfig's declared fields; None: unset) and the tau its policy decides by."""
 
     side: str  # left, middle or right
-    policy: str  # none, dual, entropy(tau=1.0, k=2)
+    policy: str  # as the app names it (shown_policy): vanilla, dual, entropy(tau=1.0, k=2)
     decoding: dict
     tau: float | None = None  # the policy's entropy threshold (app/controls/run.py entropy_threshold); None: none
 
     @classmethod
     def of(cls, lane: LaneRun) -> LaneLabel:
-        return cls(lane.side, lane.policy.describe(), lane.decoding, lane.tau)
+        return cls(lane.side, shown_policy(lane.policy.describe()), lane.decoding, lane.tau)
 
     @property
     def title(self) -> str:
@@ -41,7 +43,7 @@ class LaneLabel:
 
     @property
     def cached(self) -> bool:
-        return self.policy != "none"
+        return self.policy != VANILLA
 
     @cached_property
     def config(self) -> DecodeConfig:
@@ -81,11 +83,12 @@ class LaneLabel:
 
     @property
     def name(self) -> str:
-        """The lane in words: "vanilla decoding (no cache, one token per step)", "dual, parallel decoding
-        (threshold 0.9)"."""
+        """The lane in words: "vanilla decoding (no cache, one token per step)", "vanilla decoding (no cache),
+        parallel decoding (threshold 0.9)", "dual, parallel decoding (threshold 0.9)"."""
         if not self.cached and not self.parallel:
             return "vanilla decoding (no cache, one token per step)"
-        policy = OUR_NAME if self.side == "right" else ("no cache" if not self.cached else self.policy)
+        policy = OUR_NAME if self.side == "right" else ("vanilla decoding (no cache)" if not self.cached
+                                                        else self.policy)
         return f"{policy}, {self.schedule}"
 
 
@@ -102,9 +105,11 @@ def _decimal(x: float) -> str:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The race's lanes, left to right, and what their ratios mean."""
+    """The race's lanes, left to right, and what their ratios mean; `prompt_len`: the prompt's tokens, which
+    every lane decodes after."""
 
     labels: tuple[LaneLabel, ...]
+    prompt_len: int
 
     @property
     def left(self) -> LaneLabel:
@@ -118,15 +123,37 @@ class Comparison:
     def same_settings(self) -> bool:
         return self.left.decoding == self.right.decoding
 
+    @property
+    def long_prompt(self) -> bool:
+        """The paper's regime: a prompt at least as long as the answer, so that most rows of a full pass are
+        prompt rows a cache can reuse (the models' long examples are: app/serving/long_prompts.py)."""
+        return self.prompt_len >= self.right.decoding["gen_len"]
+
     def words(self) -> str:
-        """Which comparison the race shows, in one sentence."""
+        """Which comparison the race shows, in one sentence, from the lanes raced and the prompt: the paper's
+        only where it is (vanilla decoding against EntropyCache with parallel decoding, on a long prompt)."""
         left, right = self.left, self.right
+        prompt = f"on a {self.prompt_len}-token prompt"
         if self.same_settings:
-            base = "no cache" if not left.cached else left.policy
+            base = "vanilla decoding (no cache)" if not left.cached else left.policy
             alone = ": the cache alone" if not left.cached else ""
-            return f"{OUR_NAME} against {base}, both at {right.schedule}{alone}"
-        return f"{OUR_NAME} with {right.schedule} against {left.name}: the paper's comparison" if (
-            not left.cached and not left.parallel) else f"{right.name} against {left.name}"
+            return f"{OUR_NAME} against {base}, both at {right.schedule}, {prompt}{alone}"
+        if left.cached or left.parallel or not right.parallel:
+            return f"{right.name} against {left.name}, {prompt}"
+        lanes = f"{OUR_NAME} with {right.schedule} against {left.name}, {prompt}"
+        if self.long_prompt:
+            return f"{lanes}: the paper's comparison"
+        return (f"{lanes}, shorter than the {right.decoding['gen_len']}-token answer: the paper's comparison races "
+                "a long prompt, where most rows of a pass are the prompt's, for a cache to reuse")
+
+    def finished_first(self, clocks: Sequence[float], first: int) -> str:
+        """Which lane finished first (index `first`), and its time; EntropyCache's too where another lane beat
+        it. `clocks`: each lane's compute seconds, left to right."""
+        ours = f"{OUR_NAME} finished in {clocks[-1]:.3f} s"
+        if first == len(self.labels) - 1:
+            return f"{OUR_NAME} finished first, in {clocks[-1]:.3f} s"
+        label = self.labels[first]
+        return f"The {label.side} lane ({label.name}) finished first, in {clocks[first]:.3f} s; {ours}"
 
     def factor_names(self) -> tuple[str, str] | None:
         """With a middle lane: what the left-to-middle and the middle-to-right ratios measure."""

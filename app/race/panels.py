@@ -1,5 +1,5 @@
-"""The Race tab's panels: the banner, the time panel, a lane per side (speed, text, the replay's story,
-entropy trace, recomputed rows; the middle lane shown only in a race that has one) and the results,
+"""The Race tab's panels: the banner, a lane per side (speed, text, the replay's story, entropy trace,
+recomputed rows; the middle lane shown only in a race that has one), the time panel and the results,
 and how a rendered Update (app/race/render.py) fills them. A race and its replay draw into the same
 panels.
 
@@ -18,9 +18,10 @@ from gradio.blocks import Block
 
 from app.race.comparison import SIDE_TITLES
 from app.race.render import LANE_PARTS, Final, LaneView, Update
-from app.race.speed import SUMMARY_HEADERS
+from app.race.speed import SUMMARY_HEADERS, SUMMARY_WIDTHS
 from app.serving.runner import Outputs
 from app.widgets.banner import banner
+from app.widgets.lane_plots import entropy_placeholder, rows_placeholder
 from app.widgets.text_view import LEGEND
 
 SIDES = tuple(SIDE_TITLES)  # left, middle, right
@@ -107,10 +108,10 @@ class RacePanels:
 
 
 def build_race_panels() -> RacePanels:
-    """The lanes side by side under the banner and the time panel, then the results (call inside the
-    Race tab)."""
-    status = gr.HTML(banner("Press Run to start the race."), elem_id="banner")
-    time = gr.HTML(elem_id="time-panel")
+    """The lanes side by side under the banner, so that both come into view together when a race starts;
+    then where the time goes and the results (call inside the Race tab). Each figure says, until the
+    race draws it, what it will show."""
+    status = gr.HTML(banner("Press Run (or a preset) to start the race."), elem_id="banner")
     columns, parts = {}, {}
     gr.HTML(LEGEND, elem_id="lanes-legend")
     with gr.Row(equal_height=False):
@@ -121,15 +122,19 @@ def build_race_panels() -> RacePanels:
                     text=gr.HTML(label=f"{SIDE_TITLES[side]}: text", elem_id=f"text-{side}",
                                  elem_classes=["ec-lane-text"]),
                     story=gr.Markdown(elem_id=f"story-{side}", elem_classes=["ec-lane-story"]),
-                    entropy=gr.Plot(label="Entropy trace", show_label=False, elem_id=f"entropy-{side}"),
-                    rows=gr.Plot(label="Recomputed rows", show_label=False, elem_id=f"rows-{side}"),
+                    entropy=gr.Plot(entropy_placeholder(), label="Entropy trace", show_label=False,
+                                    elem_id=f"entropy-{side}"),
+                    rows=gr.Plot(rows_placeholder(), label="Recomputed rows", show_label=False,
+                                 elem_id=f"rows-{side}"),
                 )
+    time = gr.HTML(elem_id="time-panel")
     gr.Markdown("### Result")
     parted = gr.HTML(elem_id="parted")
     with gr.Row():
         finals = {side: gr.Textbox(label=f"{SIDE_TITLES[side]}: final text", lines=3, interactive=False,
                                    visible=side != "middle", elem_id=f"final-{side}") for side in SIDES}
-    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False)
+    summary = gr.Dataframe(headers=SUMMARY_HEADERS, label="Summary", interactive=False, wrap=True,
+                           column_widths=SUMMARY_WIDTHS, elem_id="summary")
     trace = gr.File(label="Whole trace (JSON)", interactive=False, height=90, elem_id="trace")
     lanes = {side: LanePanels(**parts[side], final=finals[side]) for side in SIDES}
     return RacePanels(status, time, lanes, columns["middle"], parted, summary, trace)

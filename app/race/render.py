@@ -69,6 +69,7 @@ class Layout:
     prompt_len: int
     labels: tuple[LaneLabel, ...]
     floor_s: float | None = None  # on a GPU, the weight-read floor (Snapshot.floor_s)
+    changed: tuple[str, ...] = ()  # what the race decodes otherwise than it was sent (Run.changed)
 
     @property
     def length(self) -> int:
@@ -76,14 +77,14 @@ class Layout:
 
     @property
     def comparison(self) -> Comparison:
-        return Comparison(self.labels)
+        return Comparison(self.labels, self.prompt_len)
 
     @classmethod
     def for_run(cls, model, tokenizer, run: Run, prompt_len: int) -> Layout:
         cfg = model.config
         labels = tuple(LaneLabel.of(lane) for lane in run.lanes)
         return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), run.config.gen_len,
-                   run.max_steps, cfg.n_layers, prompt_len, labels)
+                   run.max_steps, cfg.n_layers, prompt_len, labels, changed=run.changed)
 
 
 class Renderer:
@@ -99,7 +100,7 @@ class Renderer:
         lay = self.layout
         floor_s = snap.floor_s if snap.floor_s is not None else lay.floor_s
         return Update(banner_html(snap.lanes, lay.comparison, message, snap.graphs_s, snap.graphs_failed,
-                                  snap.prepared),
+                                  snap.prepared, lay.changed),
                       time_html(snap.lanes, lay.labels, lay.length, floor_s),
                       tuple(self._lane(i, lane) for i, lane in enumerate(snap.lanes)), self.sides)
 
@@ -107,7 +108,7 @@ class Renderer:
         """Before the first step: all masks, empty plots, a message in the banner."""
         lay = self.layout
         lanes = tuple(Lane(label.policy) for label in lay.labels)
-        return Update(banner_html(lanes, lay.comparison, message=message),
+        return Update(banner_html(lanes, lay.comparison, message=message, changed=lay.changed),
                       time_html(lanes, lay.labels, lay.length, lay.floor_s),
                       tuple(self._lane(i, lane) for i, lane in enumerate(lanes)), self.sides)
 

@@ -29,6 +29,7 @@ from app.race.playback import Playbacks
 from app.race.render import Renderer
 from app.race.replay import DEFAULT_PACE, PACES, Replay
 from app.race.replay_store import DROPPED, ReplayStore, StoredReplay
+from app.race.speed import finish_words
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
@@ -112,7 +113,7 @@ def replay_banner(snap: Snapshot, comparison: Comparison, message: str) -> str:
     if s is None:
         ratio = ""
     elif done:
-        ratio = f" EntropyCache finished: <b>{s:.2f}x</b> speedup (measured)."
+        ratio = f" {finish_words(snap.lanes, comparison)}: <b>{s:.2f}x</b> speedup (measured)."
     else:
         ratio = f" Speedup so far: <b>{s:.2f}x</b> (decode rate, measured compute time)."
     words = f" <span class='ec-note'>{html.escape(comparison.words(), quote=False)}.</span>"

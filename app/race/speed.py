@@ -12,11 +12,14 @@ from collections.abc import Sequence
 from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.race.parted import partings
-from app.widgets.banner import banner
+from app.widgets.banner import banner, changes_html
 from core.warmup import CAPTURED, COMPILED
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
                    "tokens/s", "speedup vs left", "agreement with left", "parts from left at token"]
+# Each column's share of the table's width, so that it fits a 1366-px screen with every column, its text
+# wrapped between words: the policy and the schedule take two lines where they must.
+SUMMARY_WIDTHS = ["6%", "15%", "15%", "6%", "6%", "8%", "7%", "6%", "7%", "8%", "8%", "8%"]
 
 
 def speed_html(lane: Lane, label: LaneLabel) -> str:
@@ -41,20 +44,20 @@ def speed_html(lane: Lane, label: LaneLabel) -> str:
 
 
 def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = "", graphs_s: float = 0.0,
-                graphs_failed: str = "", prepared: str = CAPTURED) -> str:
+                graphs_failed: str = "", prepared: str = CAPTURED, changed: Sequence[str] = ()) -> str:
     """The race's status line: the speedup of the right lane over the left one, its two factors where
     a middle lane runs, and in words which comparison that is. `graphs_s`: what capturing CUDA graphs
     cost the race (Snapshot.graphs_s; `prepared` says what it paid for, or compiling CPU passes), said apart
     because it is on no lane's clock; `graphs_failed`:
-    why capturing them failed, if it did (Snapshot.graphs_failed)."""
+    why capturing them failed, if it did (Snapshot.graphs_failed); `changed`: what the race decodes otherwise
+    than it was sent (Run.changed), said first."""
     base, ours = lanes[0], lanes[-1]
     done = all(lane.done for lane in lanes)
     s = speedup(base, ours, done)
     if s is None:
         text = "Decoding..." if any(lane.events for lane in lanes) else "Starting..."
     elif done:
-        text = (f"EntropyCache finished in {ours.clock:.3f} s vs {base.clock:.3f} s: <b>{s:.2f}x</b> speedup "
-                f"(measured){_factors(lanes, comparison)}")
+        text = f"{finish_words(lanes, comparison)}: <b>{s:.2f}x</b> speedup (measured){_factors(lanes, comparison)}"
     else:
         text = f"Live speedup: <b>{s:.2f}x</b> (decode rate, measured compute time){_factors(lanes, comparison)}"
     notes = [comparison.words() + "."]
@@ -66,7 +69,15 @@ def banner_html(lanes: Sequence[Lane], comparison: Comparison, message: str = ""
     if graphs_failed:
         notes.append(f"CUDA graphs could not be captured ({graphs_failed}): every lane runs eagerly.")
     extra = "".join(f" <span class='ec-note'>{html.escape(note, quote=False)}</span>" for note in notes)
-    return banner(f"{text}{extra}")
+    return banner(f"{text}{changes_html(changed)}{extra}")
+
+
+def finish_words(lanes: Sequence[Lane], comparison: Comparison) -> str:
+    """A finished race in words: the lane that finished first, and EntropyCache's time against the left lane's
+    (the two the speedup compares)."""
+    first = next(i for i, lane in enumerate(lanes) if lane.finish_rank == 1)
+    said = html.escape(comparison.finished_first([lane.clock for lane in lanes], first), quote=False)
+    return said if first == 0 else f"{said}, against {lanes[0].clock:.3f} s for the left lane"
 
 
 def _factors(lanes: Sequence[Lane], comparison: Comparison) -> str:
@@ -102,4 +113,6 @@ CSS = """
 .ec-speed table { width: 100%; font-size: 12px; border-collapse: collapse; }
 .ec-speed table, .ec-speed tr, .ec-speed td { border: none !important; background: none !important; }
 .ec-speed td { padding: 0 4px !important; line-height: 1.35; }
+#summary th, #summary td { font-size: 13px; }
+#summary th *, #summary td * { word-break: normal; overflow-wrap: anywhere; }
 """

@@ -5,7 +5,7 @@ time goes, then the results.
 The compared lane is vanilla decoding (the paper's baseline: no cache, one token per step) or any
 policy at EntropyCache's settings; where its settings differ from EntropyCache's, a middle lane runs
 the compared policy at EntropyCache's settings, so the speedup splits into two measured factors.
-Presets (app/controls/presets.py) set the paper's comparison and the cache alone. The handler
+Presets (app/controls/presets.py) set and race the paper's comparison and the cache alone. The handler
 checks its input once (app/controls/run.py) and runs through the tab runner
 (app/serving/runner.py); the race itself is app/race/decode.py, drawn by app/race/render.py into the
 panels of app/race/panels.py.
@@ -18,7 +18,7 @@ from functools import partial
 import gradio as gr
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
-from app.controls.panel import ControlsTab, Inputs, Opening, build_inputs, wire_inputs
+from app.controls.panel import ControlsTab, Inputs, Opening, build_inputs, press, wire_inputs
 from app.controls.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.race.decode import race_snapshots
 from app.race.panels import build_race_panels
@@ -83,11 +83,14 @@ def preset_buttons() -> dict[str, gr.Button]:
 
 
 def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.Button], status: gr.HTML) -> None:
-    """Each preset's button (by key) sets the inputs as the preset says (a model not offered: said in `status`)."""
+    """Each preset's button (by key) sets the inputs as the preset says (a model not offered: said in `status`),
+    then presses Run: a preset is a race to watch, and Run's own way (the session's old run cancelled, the
+    race in view) runs it."""
     outputs = [inputs.prompt, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS), status]
     for preset in PRESETS:
         apply = refusing(status, partial(preset_inputs, registry, inputs, preset))
-        buttons[preset.key].click(apply, inputs.model, outputs, api_visibility="private")
+        set_inputs = buttons[preset.key].click(apply, inputs.model, outputs, api_visibility="private")
+        set_inputs.then(None, js=press(inputs.run), queue=False, api_visibility="private")
 
 
 def build_race_tab(ctx: AppContext) -> RaceTab:

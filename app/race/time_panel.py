@@ -59,15 +59,19 @@ def pass_costs(splits: Sequence[TimeSplit]) -> tuple[float | None, float | None,
 def _sentences(lanes: Sequence[Lane], labels: Sequence[LaneLabel], splits: Sequence[TimeSplit], length: int,
                floor_s: float | None) -> list[str]:
     full, partial, rows = pass_costs(splits)
+    finished = bool(lanes) and all(lane.done for lane in lanes)  # the sentences say what is true at the end too
     out = []
     if floor_s is not None:
         out.append(f"Reading every weight once takes {_ms(floor_s)} on this device "
                    "(the weights' bytes at its measured copy bandwidth): no pass can be faster.")
     if not full:  # none yet, or a loaded trace's full passes that say they took no time
-        return out + ["No full pass yet."]
+        return out + ["No full pass took a measurable time." if finished else "No full pass yet."]
     if partial is None:
-        return out + [f"One full pass over all {length} rows costs {_ms(full)}; no lane has "
-                      "taken a partial pass yet."]
+        pass_cost = f"One full pass over all {length} rows costs {_ms(full)}"
+        if finished:
+            return out + [f"{pass_cost}. No lane took a partial pass: every step of every lane recomputed every "
+                          "row, so the cache saved nothing."]
+        return out + [f"{pass_cost}; no lane has taken a partial pass yet."]
     share = partial / full
     cost = (f"A partial pass here ({rows:.0f} of {length} rows) costs {share:.0%} of a full one "
             f"({_ms(partial)} against {_ms(full)})")

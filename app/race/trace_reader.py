@@ -10,7 +10,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS
+from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, shown_policy
 from app.controls.run import decoding_of
 from app.race.strict_json import (
     kind_of,
@@ -130,6 +130,7 @@ def _settings(raw: object) -> dict:
                     ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
     for name in ("prompt", "model", "policy"):
         read_text(s[name], f"settings.{name}", MAX_TEXT)
+    s["policy"] = shown_policy(s["policy"])  # a trace written before the app named `none` vanilla reads alike
     for name, control in RUN_CONTROLS.items():  # as every run's controls are checked
         try:
             s[name] = control.check(s[name])
@@ -210,7 +211,7 @@ def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _S
     rank = lane["finish_rank"]
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
         raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {quoted(rank)}")
-    policy = read_text(lane["policy"], f"{where}.policy", MAX_CHARS)
+    policy = shown_policy(read_text(lane["policy"], f"{where}.policy", MAX_CHARS))
     return RecordedLane(side, policy, decoding, read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events,
                         tau if _decides_by_entropy(policy) else None)
 

@@ -10,17 +10,24 @@ from __future__ import annotations
 import functools
 import html
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 CSS = """
 .ec-banner { font-size: 18px; padding: 8px 12px; border-radius: 8px; background: #eef3ff; border: 1px solid #c9d6f5; }
 .ec-banner.ec-refused { background: #fff4e5; border-color: #f0b45a; }
 .ec-note { font-size: 13px; color: #555; }
+.ec-changed { font-size: 13px; color: #8a4b00; }
 """
 
 
 def banner(message: str) -> str:
     return f'<div class="ec-banner">{message}</div>'
+
+
+def changes_html(changed: Sequence[str]) -> str:
+    """What a run decodes otherwise than it was sent (each said as the value asked, the value used and why),
+    marked apart in the status line beside the run, its text escaped."""
+    return "".join(f" <span class='ec-changed'>{html.escape(change, quote=False)}</span>" for change in changed)
 
 
 def refused(message: str) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.widgets.empty_plot import empty_figure
 from app.widgets.plot_style import FULL_COLOR, LINE_COLOR, MARGIN, TAU_COLOR
 from core.events import StepEvent
 
@@ -19,6 +20,8 @@ from core.events import StepEvent
 ROW_SCALE = [[0, "#ffffff"], [0.25, "#ffffff"], [0.25, "#e4e7ec"], [0.5, "#e4e7ec"], [0.5, "#2f6fed"],
              [0.75, "#2f6fed"], [0.75, "#ffb000"], [1, "#ffb000"]]
 CURSOR_COLOR = "#2ca02c"
+ENTROPY_HEIGHT = 160  # px: a lane's panel, text and both figures fit one 1366x768 screen
+ROWS_HEIGHT = 250
 
 
 def step_axis(steps_taken: int, most: int) -> int:
@@ -53,7 +56,7 @@ def entropy_figure(events: list[StepEvent], tau: float | None, span: int, cursor
     if tau is not None:
         fig.add_trace(go.Scatter(x=[-0.5, span - 0.5], y=[tau, tau], mode="lines", name=f"tau = {tau:g}",
                                  line=dict(color=TAU_COLOR, dash="dash", width=1.5), hoverinfo="skip"))
-    fig.update_layout(height=160, margin=dict(MARGIN, t=28), showlegend=True,  # a lone trace keeps its legend
+    fig.update_layout(height=ENTROPY_HEIGHT, margin=dict(MARGIN, t=28), showlegend=True,  # a lone trace's legend too
                       legend=dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom", font=dict(size=11)),
                       xaxis=dict(title="step", range=[-0.5, span - 0.5]),
                       yaxis=dict(title="nats", range=[0, top * 1.05]), template="plotly_white")
@@ -61,6 +64,12 @@ def entropy_figure(events: list[StepEvent], tau: float | None, span: int, cursor
         fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), annotation_text=f"step {cursor}",
                       annotation_position="top left")
     return fig
+
+
+def entropy_placeholder() -> go.Figure:
+    """The entropy trace before a race: what it will show."""
+    return empty_figure("Entropy trace", "each step's max decoded-token entropy (nats), against tau:<br>"
+                        "drawn step by step once the race starts", ENTROPY_HEIGHT)
 
 
 def layer_matrix(events: list[StepEvent], n_layers: int, max_steps: int, length: int) -> np.ndarray:
@@ -127,9 +136,15 @@ def rows_figure(events: list[StepEvent], n_layers: int, span: int, length: int, 
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_yaxes(title_text="layer", row=1, col=1)
     fig.update_yaxes(title_text="position", range=[length - 0.5, -0.5], row=2, col=1)
-    fig.update_layout(height=250, margin=MARGIN, template="plotly_white")
+    fig.update_layout(height=ROWS_HEIGHT, margin=MARGIN, template="plotly_white")
     fig.update_annotations(font_size=12)
     if cursor is not None:
         for row in (1, 2):
             fig.add_vline(x=cursor, line=dict(color=CURSOR_COLOR, width=2), row=row, col=1)
     return fig
+
+
+def rows_placeholder() -> go.Figure:
+    """The recomputed-rows maps before a race: what they will show."""
+    return empty_figure("Recomputed rows", "which rows each step computes, per layer and per position<br>"
+                        "(reused from the cache, recomputed, unmasked): drawn once the race starts", ROWS_HEIGHT)

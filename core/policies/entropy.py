@@ -24,7 +24,7 @@ class EntropyCache(CachePolicy):
     decides_by_entropy = True
     parameters = (
         Param("tau", float, 1.0, help="max decoded-token entropy (nats) above which the next step is full; "
-              "below 0: every step", ui=(0.0, 12.0)),
+              "0: after every step whose tokens had any entropy at all", ui=(0.0, 12.0)),
         Param("k", int, 2, low=0, help="most recently decoded rows recomputed at every partial step", ui=(0, 64)),
         Param("scope", str, SCOPES[0], choices=SCOPES, label="masked rows",
               help="the masked rows a partial step recomputes: the current block's, or the whole response's"),

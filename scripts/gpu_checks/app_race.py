@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from app.controls.declared import RUN_CONTROLS
+from app.controls.declared import RUN_CONTROLS, VANILLA
 from core.config import DecodeConfig
 from core.decoder import decode
 from core.fusion import set_fusion
@@ -28,7 +28,7 @@ def app_race_args(label: str, prompt: str, gen_len: int) -> dict:
     the schedule the offline figures replay. Every other control the race takes is sent by its declared
     name at its declared default (app/controls/declared.py: 0 for an optional setting left unset)."""
     controls = {key: control.default for key, control in RUN_CONTROLS.items()}
-    return dict(prompt=prompt, model=label, policy="none", **{**controls, "tau": 12.0, "k": K, "gen_len": gen_len,
+    return dict(prompt=prompt, model=label, policy=VANILLA, **{**controls, "tau": 12.0, "k": K, "gen_len": gen_len,
                                                                "block_len": BLOCK})
 
 

@@ -1,12 +1,32 @@
-"""Fixtures of the app's tests: the model registry they serve from, and the app served in this process."""
+"""Fixtures of the app's tests: the model registry they serve from, the app served in this process, and a
+real browser on it.
 
+The browser tests need Debian's chromium at /usr/bin/chromium and the playwright package (test.sh
+installs both where it can); they are skipped when one of them is missing, and fail instead when
+REQUIRE_BROWSER=1 (as .ci/run sets), so CI cannot go green without them.
+"""
+
+import importlib.util
 import os
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from scripts.ports import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +67,39 @@ def served():
     demo.close()
     stop.set()
     decoding.join(timeout=30)
+
+
+def browser_missing() -> list[str]:
+    """What the browser tests lack on this machine (nothing: they can run)."""
+    missing = [] if Path(CHROMIUM).exists() else [f"chromium at {CHROMIUM}"]
+    return missing + ([] if importlib.util.find_spec("playwright") else ["the playwright package"])
+
+
+@pytest.fixture
+def browser_ready() -> None:
+    missing = browser_missing()
+    if missing and os.environ.get("REQUIRE_BROWSER") == "1":
+        pytest.fail(f"REQUIRE_BROWSER=1 but this machine lacks {' and '.join(missing)}")
+    if missing:
+        pytest.skip(f"needs {' and '.join(missing)}")
+
+
+@pytest.fixture
+def viewport() -> dict:
+    """The browser's window for the page fixture; a module overrides it (a projector's 1366x768)."""
+    return {"width": 1400, "height": 1000}
+
+
+@pytest.fixture
+def page(browser_ready, served, viewport):
+    """A page of Debian's Chromium, driven by Playwright, opened on the served app."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = chrome.new_page(viewport=viewport)
+            page.goto(served.url, wait_until="domcontentloaded")
+            yield page
+        finally:
+            chrome.close()

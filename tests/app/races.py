@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.controls.declared import RUN_CONTROLS, raced_policies
+from app.controls.declared import RUN_CONTROLS, VANILLA, raced_policies
 from app.controls.run import RawRun, check_run
 from app.race.decode import race_snapshots
 from app.race.render import RaceRenderer
@@ -27,14 +27,14 @@ def controls(**overrides) -> dict:
     return values
 
 
-def race_run(registry, prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = "none",
+def race_run(registry, prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = VANILLA,
              compared: dict | None = None, **numbers):
     """check_run as the Race tab calls it, with every control at its default unless given."""
     return check_run(registry, RawRun(prompt, model, policy, controls(**numbers), compared or {}), raced_policies(),
                      against_ours=True)
 
 
-def run_args(prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = "none", **overrides) -> dict:
+def run_args(prompt: object = PROMPT, model: object = EMBEDDED_LABEL, policy: object = VANILLA, **overrides) -> dict:
     """A Race run's inputs by name, as the panel sends them and an API client names them: `overrides` over
     controls() (a compared policy's own too, by its control name)."""
     return dict(prompt=prompt, model=model, policy=policy, **controls(**overrides))

@@ -83,7 +83,7 @@ RAW_REFUSALS = [  # (api, data, the status line's words)
     ("drift", run_data(prompt=SURROGATE, policy="entropy"), "The prompt has a lone surrogate (U+DCFF) at character 11"),
     ("run", run_data(prompt=None), "Please enter a prompt: it is empty."),
     ("run", run_data(model=None), "Unknown model None; choose one of: "),
-    ("run", run_data(policy=["none"]), "Unknown policy ['none']; choose one of: vanilla, none, "),
+    ("run", run_data(policy=["none"]), "Unknown policy ['none']; choose one of: vanilla, d2cache, "),
     ("drift", run_data(policy="none"), "Unknown policy 'none'; choose one of: entropy, "),
     ("run", run_data(gen_len=2**70), "gen length must be an integer in [1, 512], got 1180591620717411303424"),
     ("run", run_data(tau=10**400), f"tau (EntropyCache) must be a number in [0, 12], got {'1' + '0' * 59}..."),

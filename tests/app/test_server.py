@@ -1,9 +1,5 @@
-"""The app as visitors meet it: launched in-process on 127.0.0.1, driven by gradio_client and a real browser.
-
-The browser test needs Debian's chromium at /usr/bin/chromium and the playwright package (test.sh
-installs both where it can); it is skipped when one of them is missing, and fails instead when
-REQUIRE_BROWSER=1 (as .ci/run sets), so CI cannot go green without it.
-"""
+"""The app as visitors meet it: launched in-process on 127.0.0.1, driven by gradio_client and a real browser
+(the page fixture, tests/app/conftest.py)."""
 
 from __future__ import annotations
 
@@ -51,17 +47,6 @@ from scripts.ports import free_port  # noqa: E402
 
 MODEL = os.environ.get("ENTROPYCACHE_MODEL")  # None: the shipped embedded model
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PROMPTS = [p.prompt for p in make_split("test", 3)]
 
 
@@ -185,7 +170,8 @@ BAD = [  # refused by the handler, in the status line
     (dict(temperature=-1), "-1"),
     # a choice the page never offers (an API client's): the handler's check, not Gradio's
     (dict(model="/etc/passwd"), "Unknown model '/etc/passwd'; choose one of: sums-and-stories"),
-    (dict(policy="entropy"), "Unknown policy 'entropy'; choose one of: vanilla, none, "),
+    (dict(policy="entropy"), "Unknown policy 'entropy'; choose one of: vanilla, d2cache, "),
+    (dict(policy="none"), "Unknown policy 'none'; choose one of: vanilla, d2cache, "),  # one name for the baseline
 ]
 
 
@@ -332,7 +318,7 @@ def test_several_clients_at_once_each_get_their_own_result(served) -> None:
     url, registry = served.url, served.registry
     runs = [
         args(p, seed=i, temperature=0.7, gen_len=16 * (i + 1), policy=pol)
-        for i, (p, pol) in enumerate(zip(PROMPTS, ["none", "dual", "dllm-cache"]))
+        for i, (p, pol) in enumerate(zip(PROMPTS, ["vanilla", "dual", "dllm-cache"]))
     ]
     # one session each, from addresses of their own (one visitor has at most two runs under way)
     clients = [Client(url, verbose=False, headers={"X-Forwarded-For": f"10.0.0.{i}"}) for i in range(len(runs))]
@@ -359,36 +345,6 @@ def test_a_new_run_in_the_same_session_cancels_the_old_one(served) -> None:
     assert len(old.outputs()) < 40
 
 
-def browser_missing() -> list[str]:
-    """What the browser test lacks on this machine (nothing: it can run)."""
-    missing = [] if Path(CHROMIUM).exists() else [f"chromium at {CHROMIUM}"]
-    return missing + ([] if importlib.util.find_spec("playwright") else ["the playwright package"])
-
-
-@pytest.fixture
-def browser_ready() -> None:
-    missing = browser_missing()
-    if missing and os.environ.get("REQUIRE_BROWSER") == "1":
-        pytest.fail(f"REQUIRE_BROWSER=1 but this machine lacks {' and '.join(missing)}")
-    if missing:
-        pytest.skip(f"needs {' and '.join(missing)}")
-
-
-@pytest.fixture
-def page(browser_ready, served):
-    """A page of Debian's Chromium, driven by Playwright, opened on the served app."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chrome = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = chrome.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(served.url, wait_until="domcontentloaded")
-            yield page
-        finally:
-            chrome.close()
-
-
 def test_browser_runs_a_race_and_shows_text_and_both_plots(page) -> None:
     # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
     # the long example, and a middle lane (no cache at EntropyCache's settings) for the two factors.
@@ -402,7 +358,7 @@ def test_browser_runs_a_race_and_shows_text_and_both_plots(page) -> None:
         page.locator(f"#entropy-{side} .js-plotly-plot").wait_for(timeout=60_000)
         page.locator(f"#rows-{side} .js-plotly-plot").wait_for(timeout=60_000)
     page.wait_for_function(
-        "document.querySelector('#banner').innerText.includes('finished in')", timeout=180_000
+        "document.querySelector('#banner').innerText.includes('speedup (measured)')", timeout=180_000
     )
     banner = page.locator("#banner").inner_text()
     assert "from parallel decoding (left to middle)" in banner and "the paper's comparison" in banner

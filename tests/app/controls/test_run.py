@@ -8,7 +8,7 @@ import re
 import pytest
 from races import PROMPT, controls, race_run
 
-from app.controls.declared import PEER_CONTROLS, compared_policies
+from app.controls.declared import PEER_CONTROLS, compared_policies, raced_policies
 from app.controls.run import MAX_PROMPT_CHARS, RawRun, check_run
 from app.serving.registry import EMBEDDED_LABEL
 from core.policies import POLICIES
@@ -50,10 +50,10 @@ def test_a_run_missing_a_control_or_naming_an_unknown_one_is_refused(registry) -
     numbers = controls()
     del numbers["seed"]
     with pytest.raises(ValueError, match=re.escape("bad controls: missing ['seed'], unknown []")):
-        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "none", numbers, {}), compared_policies(), True)
+        check_run(registry, RawRun(PROMPT, EMBEDDED_LABEL, "vanilla", numbers, {}), raced_policies(), True)
     with pytest.raises(ValueError, match=re.escape("bad controls: missing [], unknown ['dual_x']")):
-        sent = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="none", **controls(), dual_x=1)
-        check_run(registry, RawRun.of(sent), compared_policies(), True)
+        sent = dict(prompt=PROMPT, model=EMBEDDED_LABEL, policy="vanilla", **controls(), dual_x=1)
+        check_run(registry, RawRun.of(sent), raced_policies(), True)
 
 
 def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
@@ -68,6 +68,23 @@ def test_good_inputs_pass_unchanged_and_build_the_run_once(registry) -> None:
     assert compared_policies()[0] == "none" and "entropy" not in compared_policies()
 
 
+def test_what_a_run_decodes_otherwise_than_it_was_sent_is_said_as_asked_used_and_why(registry) -> None:
+    assert race_run(registry, threshold=0.9).changed == ()  # as sent: nothing to say
+    padded = race_run(registry, f"  {PROMPT}\n", threshold=1.0)
+    assert padded.prompt == PROMPT and padded.config.threshold is None
+    assert padded.changed == (
+        "Changed: the prompt was sent with 3 blank characters (spaces, new lines) at its ends; the model reads it "
+        "without them.",
+        "Changed: asked parallel-decoding threshold 1, used parallel-decoding threshold unset (off). These settings "
+        "unmask one token a step, and such a decode is run (and named) as one token per step, in blocks.")
+    every = race_run(registry, steps=32, schedule="block")  # as many steps as tokens: one token a step
+    assert every.changed == (
+        "Changed: asked steps 32, used steps unset (one token per step). These settings unmask one token a step, "
+        "and such a decode is run (and named) as one token per step, in blocks.",)
+    dream = race_run(registry, block_len=1, schedule="dream")
+    assert dream.config.schedule == "block" and "asked schedule dream, used schedule block" in dream.changed[0]
+
+
 def test_the_compared_policy_gets_its_own_controls(registry) -> None:
     """Each compared policy's parameters are controls of their own (from the declarations): the
     chosen policy's values reach it, missing ones take defaults, and a bad value anywhere is refused
@@ -78,7 +95,7 @@ def test_the_compared_policy_gets_its_own_controls(registry) -> None:
     p = race_run(registry, policy="dllm-cache", compared={"dllm_cache_rho": 0.5})
     assert p.settings["compared_params"] == {"prompt_every": 50, "response_every": 7, "rho": 0.5}
     assert p.policies[0].describe() == "dllm-cache(prompt_every=50, response_every=7, rho=0.5)"
-    none = race_run(registry, policy="none", compared={"dllm_cache_rho": 0.5})
+    none = race_run(registry, policy="vanilla", compared={"dllm_cache_rho": 0.5})
     assert none.settings["compared_params"] == {}
     for compared, message in [({"dllm_cache_rho": 2}, r"rho \(DLLMCache\) must be a number in \[0.05, 1\], got 2"),
                               ({"elastic_gamma": "x"}, r"gamma \(ElasticCache\) must be a number"),

@@ -24,7 +24,7 @@ from app.race.panels import OUTPUT_NAMES, build_race_panels
 from app.race.parted import parted_html
 from app.race.replay import Replay
 from app.race.replay_panel import REPLAY_OUTPUT_NAMES, build_replay_panel
-from app.race.speed import SUMMARY_HEADERS, summary_rows
+from app.race.speed import SUMMARY_HEADERS, banner_html, summary_rows
 from app.race.tab import preset_inputs
 from app.race.time_panel import NOT_RECORDED, time_html
 from app.race.trace_reader import read_trace
@@ -75,32 +75,37 @@ def test_the_banner_gives_the_total_and_each_factor_from_two_lanes_it_ran(paper)
     assert (f"{total:.2f}x speedup (measured) = {first:.2f}x from parallel decoding (left to middle) "
             f"× {second:.2f}x from the cache (middle to right)") in text.replace("&times;", "×")
     assert trace["speedup"] == pytest.approx(total)
+    n = len(trace["prompt_ids"])  # 44 tokens before the 32 it decodes: a long prompt, the paper's regime
     assert ("EntropyCache with parallel decoding (threshold 0.9) against vanilla decoding (no cache, one token per "
-            "step): the paper's comparison.") in text
+            f"step), on a {n}-token prompt: the paper's comparison.") in text
     speedup = SUMMARY_HEADERS.index("speedup vs left")
     assert [row[speedup] for row in last.final.summary] == [1.0, round(first, 2), round(total, 2)]
 
 
 def test_the_same_settings_race_two_lanes_the_cache_alone(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    for policy in ("vanilla", "none"):  # one token per step: vanilla decoding is no cache at the same settings
-        run = race_run(registry, policy=policy)
-        assert [lane.side for lane in run.lanes] == ["left", "right"]
-        assert run.lanes[0].config == run.lanes[1].config == run.config
-    last = list(stream_race(model, tokenizer, race_run(registry, policy="none", threshold=0.9), throttle_s=60,
-                            trace_dir=tmp_path))[-1]
+    run = race_run(registry, policy="vanilla")  # one token per step: vanilla decoding at EntropyCache's settings
+    assert [lane.side for lane in run.lanes] == ["left", "right"]
+    assert run.lanes[0].config == run.lanes[1].config == run.config
+    last = list(stream_race(model, tokenizer, run, throttle_s=60, trace_dir=tmp_path))[-1]
     assert last.sides == ("left", "right")
-    assert "EntropyCache against no cache, both at parallel decoding (threshold 0.9): the cache alone." in (
-        last.banner_html)
+    n = len(run.prompt_ids)
+    assert (f"EntropyCache against vanilla decoding (no cache), both at one token per step, on a {n}-token prompt: the "
+            "cache alone.") in last.banner_html
     assert "from the cache" not in last.banner_html  # no middle lane, no factors
+    parallel = decoding_of(DecodeConfig(gen_len=32, block_len=16, threshold=0.9))  # a vanilla race's middle and right
+    alone = Comparison((LaneLabel("left", "vanilla", parallel), LaneLabel("right", "entropy(tau=1.0, k=2)", parallel)),
+                       44)
+    assert alone.words() == ("EntropyCache against vanilla decoding (no cache), both at parallel decoding "
+                             "(threshold 0.9), on a 44-token prompt: the cache alone")
     # One token a step however it is set: no steps, as many steps as tokens, a threshold of 1, blocks of one
     for settings in (dict(steps=0), dict(steps=16), dict(threshold=1.0), dict(block_len=1, threshold=0.5)):
         run = race_run(registry, policy="vanilla", **{"gen_len": 16, "block_len": 8, "threshold": 0, **settings})
         assert [lane.side for lane in run.lanes] == ["left", "right"], settings
         assert run.config.steps is None and run.config.threshold is None
     dual = race_run(registry, policy="dual")
-    words = Comparison(tuple(LaneLabel.of(lane) for lane in dual.lanes)).words()
-    assert words == "EntropyCache against dual, both at one token per step"
+    words = Comparison(tuple(LaneLabel.of(lane) for lane in dual.lanes), 44).words()
+    assert words == "EntropyCache against dual, both at one token per step, on a 44-token prompt"
 
 
 def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> None:
@@ -108,13 +113,14 @@ def test_a_lanes_schedule_and_the_factor_names_are_said_from_its_settings() -> N
     steps = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"steps": 16})
     assert steps.schedule == "16 steps (4 tokens a step)" and steps.gain == "4 tokens a step"
     labels = (LaneLabel("left", "dual", base), LaneLabel("middle", "dual", base | {"steps": 16}), steps)
-    assert Comparison(labels).factor_names() == ("4 tokens a step", "EntropyCache in place of dual")
-    assert Comparison(labels).words() == ("EntropyCache, 16 steps (4 tokens a step) against dual, one token per step")
+    assert Comparison(labels, 80).factor_names() == ("4 tokens a step", "EntropyCache in place of dual")
+    assert Comparison(labels, 80).words() == ("EntropyCache, 16 steps (4 tokens a step) against dual, one token per "
+                                              "step, on a 80-token prompt")
     uneven = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"steps": 24})  # 64 tokens in 24 steps
     assert uneven.schedule == "24 steps (2.67 tokens a step)"
     nearly_one = LaneLabel("right", "entropy(tau=1.0, k=2)", base | {"gen_len": 256, "block_len": 256, "steps": 255})
     assert nearly_one.schedule == "255 steps (1.004 tokens a step)"  # not rounded to the one token it is not
-    one_each = LaneLabel("left", "none", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
+    one_each = LaneLabel("left", "vanilla", base | {"steps": 64})  # as many steps as tokens: vanilla decoding
     assert not one_each.parallel and one_each.gain == "" and one_each.schedule == "one token per step"
     assert one_each.name == "vanilla decoding (no cache, one token per step)"
     for one_a_step in (DecodeConfig(gen_len=64, block_len=16, threshold=1.0),  # no confidence is above 1
@@ -133,7 +139,7 @@ def test_presets_set_the_compared_lane_every_control_and_the_models_long_example
     assert values == {key: control.default for key, control in RUN_CONTROLS.items()} | {
         "threshold": 0.9, "gen_len": 256, "block_len": 32}
     alone = preset_inputs(registry, ins, CACHE_ALONE, EMBEDDED_LABEL)
-    assert alone[ins.policy] == "none" and alone[ins.controls["threshold"]] == 0
+    assert alone[ins.policy] == "vanilla" and alone[ins.controls["threshold"]] == 0  # one name for the baseline
     assert alone[ins.prompt] == out[ins.prompt]
     for preset in PRESETS:  # each is a race the server accepts, with the lanes it says
         run = check_run(registry, RawRun(out[ins.prompt], EMBEDDED_LABEL, preset.policy, preset.controls(), {}),
@@ -174,7 +180,9 @@ def test_where_a_partial_pass_costs_a_full_ones_the_panel_promises_no_saving(flo
     assert "saves up to" not in text and "save at most" not in text
     assert "allows at most 0.96x over running every step as a full pass" in text  # 0.5 s / 0.52 s, not "1.0x"
     free = Lane("entropy", [replace(full, forward_s=0.0), partial], 0.205, True, 1)  # a trace can say so
-    assert "No full pass yet." in time_html([free], [LaneLabel("right", "entropy(tau=1.0, k=2)", decoding)], 40, None)
+    ours = [LaneLabel("right", "entropy(tau=1.0, k=2)", decoding)]
+    assert "No full pass took a measurable time." in time_html([free], ours, 40, None)  # the race is over: not "yet"
+    assert "No full pass yet." in time_html([replace(free, done=False, finish_rank=None)], ours, 40, None)
 
 
 def test_each_lanes_settings_survive_the_trace_and_its_replay(paper) -> None:
@@ -182,7 +190,8 @@ def test_each_lanes_settings_survive_the_trace_and_its_replay(paper) -> None:
     replay = Replay.of(read_trace(json.dumps(trace).encode()))
     assert [lane.decoding for lane in replay.trace.lanes] == [lane.decoding for lane in run.lanes]
     layout = replay.layout()
-    assert layout.comparison.words() == Comparison(tuple(LaneLabel.of(lane) for lane in run.lanes)).words()
+    assert layout.comparison.words() == Comparison(tuple(LaneLabel.of(lane) for lane in run.lanes),
+                                                   len(run.prompt_ids)).words()
     with gr.Blocks():
         panel = build_replay_panel(build_race_panels(), gr.Button())
     out = panel.show(panel.store.put(replay), len(replay))  # the session holds its key in the store
@@ -273,7 +282,7 @@ def finished_lane(name: str, answer: list[int], eos: int = 99) -> Lane:
 
 def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> None:
     decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
-    labels = (LaneLabel("left", "none", decoding), LaneLabel("middle", "none", decoding | {"threshold": 0.9}),
+    labels = (LaneLabel("left", "vanilla", decoding), LaneLabel("middle", "vanilla", decoding | {"threshold": 0.9}),
               LaneLabel("right", "entropy(tau=1.0, k=2)", decoding | {"threshold": 0.9}))
     lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("none", [5, 6, 7, 8]),
              finished_lane("entropy", [5, 6, 9, 8, 10]))
@@ -304,7 +313,46 @@ def test_the_race_marks_where_each_lanes_text_parts_from_the_left_lanes() -> Non
 )
 def test_a_text_that_holds_the_left_lanes_whole_or_stops_inside_it_is_said_so(answer, said) -> None:
     decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
-    labels = (LaneLabel("left", "none", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding))
+    labels = (LaneLabel("left", "vanilla", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding))
     lanes = (finished_lane("none", [5, 6, 7, 8]), finished_lane("entropy", answer))
     text = TokenText.from_pieces({5: "a", 6: "b", 7: "c", 8: "d", 9: "x", 10: "y", 99: "<end>"}, " ", 0, [99])
     assert f"Right: EntropyCache: {said}" in re.sub("<[^>]+>", "", parted_html(lanes, labels, text))
+
+
+def test_the_banner_names_the_lane_that_finished_first_and_the_papers_comparison_only_where_it_is() -> None:
+    """A story (14 tokens) at tau 0: the middle lane, no cache with parallel decoding, beat EntropyCache, whose
+    every step was full; the lanes are the paper's but the prompt is not."""
+    one, parallel = (decoding_of(DecodeConfig(gen_len=256, block_len=32, threshold=t)) for t in (None, 0.9))
+    labels = (LaneLabel("left", "vanilla", one), LaneLabel("middle", "vanilla", parallel),
+              LaneLabel("right", "entropy(tau=0.0, k=2)", parallel))
+    lanes = (Lane("none", [step_event()], 20.1, True, 3), Lane("none", [step_event()], 6.490, True, 1),
+             Lane("entropy", [step_event()], 6.572, True, 2))
+    text = re.sub("<[^>]+>", "", banner_html(lanes, Comparison(labels, 14))).replace("&times;", "×")
+    assert text.startswith(
+        "The middle lane (vanilla decoding (no cache), parallel decoding (threshold 0.9)) finished first, in 6.490 s; "
+        "EntropyCache finished in 6.572 s, against 20.100 s for the left lane: 3.06x speedup (measured) = 3.10x from "
+        "parallel decoding (left to middle) × 0.99x from the cache (middle to right)")
+    assert ("EntropyCache with parallel decoding (threshold 0.9) against vanilla decoding (no cache, one token per "
+            "step), on a 14-token prompt, shorter than the 256-token answer: the paper's comparison races a long "
+            "prompt, where most rows of a pass are the prompt's, for a cache to reuse.") in text
+    assert "the paper's comparison." not in text
+    first = (replace(lanes[0], finish_rank=2), replace(lanes[1], finish_rank=3), replace(lanes[2], finish_rank=1))
+    assert re.sub("<[^>]+>", "", banner_html(first, Comparison(labels, 389))).startswith(
+        "EntropyCache finished first, in 6.572 s, against 20.100 s for the left lane: 3.06x speedup (measured)")
+    assert "on a 389-token prompt: the paper's comparison." in banner_html(first, Comparison(labels, 389))
+    slower = (replace(lanes[0], clock=5.0, finish_rank=1), lanes[1], lanes[2])
+    assert re.sub("<[^>]+>", "", banner_html(slower, Comparison(labels, 14))).startswith(
+        "The left lane (vanilla decoding (no cache, one token per step)) finished first, in 5.000 s; EntropyCache "
+        "finished in 6.572 s: 0.76x speedup (measured)")
+
+
+def test_at_the_end_of_a_race_without_a_partial_pass_the_time_panel_says_so_not_yet() -> None:
+    full = step_event(full=True, forward_s=0.1, choice_s=0.0, compute_s=0.1, layer_rows=[40])
+    decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
+    labels = [LaneLabel("left", "vanilla", decoding), LaneLabel("right", "entropy(tau=0.0, k=2)", decoding)]
+    running = [Lane("none", [full], 0.1), Lane("entropy", [full, full], 0.2)]
+    assert "One full pass over all 40 rows costs 100.0 ms; no lane has taken a partial pass yet." in time_html(
+        running, labels, 40, None)
+    done = [replace(lane, done=True, finish_rank=rank) for lane, rank in zip(running, (1, 2))]
+    assert ("One full pass over all 40 rows costs 100.0 ms. No lane took a partial pass: every step of every lane "
+            "recomputed every row, so the cache saved nothing.") in time_html(done, labels, 40, None)

@@ -118,7 +118,7 @@ def test_the_status_line_tells_what_capturing_graphs_cost_and_no_lane_is_charged
     snap = Snapshot(lanes, 1, True, capture_s=1.5)
     assert snap.graphs_s == 1.75  # before the race, and a shape first met during it
     decoding = decoding_of(DecodeConfig(gen_len=1, block_len=1))
-    comparison = Comparison((LaneLabel("left", "none", decoding), LaneLabel("right", "ours", decoding)))
+    comparison = Comparison((LaneLabel("left", "vanilla", decoding), LaneLabel("right", "ours", decoding)), 20)
     text = banner_html(lanes, comparison, graphs_s=snap.graphs_s)
     assert "<b>2.00x</b>" in text and "CUDA graphs captured in 1.75 s, once for this length: on no lane's clock" in text
     assert "CUDA graphs" not in banner_html(lanes, comparison)

@@ -252,6 +252,16 @@ def test_a_setting_declared_after_a_trace_was_written_reads_as_its_default(recor
         read_trace(json.dumps(mutate(recorded, "settings.graphs", "x")).encode())
 
 
+def test_a_trace_from_when_the_baseline_was_called_none_reads_as_vanilla(recorded) -> None:
+    """One name for the baseline: a trace the app writes says vanilla, in its settings and its lane; one
+    written before, saying none, still loads, and reads (and replays) alike."""
+    assert recorded["settings"]["policy"] == recorded["lanes"][0]["policy"] == "vanilla"
+    older = copy.deepcopy(recorded)
+    older["settings"]["policy"] = older["lanes"][0]["policy"] = "none"
+    assert read_trace(json.dumps(older).encode()) == read_trace(json.dumps(recorded).encode())
+    assert replay_of(older).layout().labels == replay_of(recorded).layout().labels
+
+
 def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     with pytest.raises(ValueError, match="The trace is not JSON"):
         read_trace(b"{nope")

@@ -59,7 +59,7 @@ def test_a_run_replaced_before_its_first_step_stops_instead_of_taking_its_succes
     assert len(board) == 0
 
 
-@pytest.mark.parametrize(("build", "policy", "done"), [(build_race_tab, "none", "finished"),
+@pytest.mark.parametrize(("build", "policy", "done"), [(build_race_tab, "vanilla", "finished"),
                                                        (build_drift_tab, "entropy", "Done")], ids=["race", "drift"])
 def test_on_zero_gpu_the_worker_gets_a_pickled_copy_of_the_stop_flag_and_a_stop_reaches_it(gpu_registry, build, policy,
                                                                                              done) -> None:

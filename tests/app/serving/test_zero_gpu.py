@@ -86,7 +86,7 @@ def race(tab) -> tuple[str, list[list[int]], list[int]]:
     """One race through the tab's handler: its last status line, each lane's final tokens and step count
     (from the trace it wrote)."""
     values = {key: control.default for key, control in RUN_CONTROLS.items()} | dict(gen_len=16, block_len=8)
-    sent = dict(prompt=PROMPT, model="gpu", policy="none", **values)
+    sent = dict(prompt=PROMPT, model="gpu", policy="vanilla", **values)
     out = list(tab.run(**sent, request=SimpleNamespace(session_hash="zero")))
     status = next(o[tab.panels.status] for o in reversed(out) if tab.panels.status in o)
     trace = json.loads(Path(next(o[tab.panels.trace] for o in reversed(out) if o.get(tab.panels.trace))).read_text())
