@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from core.config import DecodeConfig
 from core.policies import POLICIES, Param
-from core.policies.params import value_text
+from core.params import value_text
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
 DEFAULT_COMPARED = "none"  # core's name of the exact decoder, the policy without a cache
