@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.config import DecodeConfig
-from core.policies import POLICIES, Param
 from core.params import value_text
+from core.policies import POLICIES, Param
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
 DEFAULT_COMPARED = "none"  # core's name of the exact decoder, the policy without a cache
