@@ -2,7 +2,8 @@
 
 A cache saves rows, but a pass over a few rows still multiplies every weight matrix in full and
 launches the same kernels, so its cost does not fall in proportion. `python -m evaluation bench
---forward-rows 601,18,2` prints these costs and the memory bandwidth the weights alone would need.
+--forward-rows 601,18,2` prints these costs against two floors: reading the weights once, and the
+pass's arithmetic at the rate a large product reaches.
 A decode's own events say the same thing as it runs (TimeSplit): what its full and partial passes
 cost, and so the most a cache could gain with its schedule of full and partial steps.
 """
@@ -10,7 +11,7 @@ cost, and so the most a cache could gain with its schedule of full and partial s
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -52,6 +53,18 @@ def weight_bytes(model) -> int:
     return sum(p.numel() * p.element_size() for n, p in model.named_parameters() if tied or n != "embed.weight")
 
 
+def seconds_per_call(run: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Mean seconds of run() over `repeats` calls after three warm-up calls, the device synchronised."""
+    for _ in range(3):
+        run()
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    sync(device)
+    return (time.perf_counter() - t0) / repeats
+
+
 @cache
 def copy_bandwidth(device: str, nbytes: int = 2**31) -> float:
     """Bytes per second a device-to-device copy of `nbytes` moves, counting bytes read and written:
@@ -59,20 +72,13 @@ def copy_bandwidth(device: str, nbytes: int = 2**31) -> float:
     dev = torch.device(device)
     a = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=dev)
     b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(10):
-        b.copy_(a)
-    sync(dev)
-    return 2 * a.numel() * a.element_size() * 10 / (time.perf_counter() - t0)
+    return 2 * a.numel() * a.element_size() / seconds_per_call(lambda: b.copy_(a), dev, 10)
 
 
 def weight_read_floor_s(model) -> float | None:
     """On a GPU, the seconds one pass needs just to read the weights once at the measured copy
     bandwidth (weight_bytes / copy_bandwidth): what no pass, however few rows, can beat at batch 1.
-    None on the CPU, where a small pass is bound by its kernels, not by bandwidth (docs/BENCHMARKS.md)."""
+    None on the CPU, where a small pass is bound by its arithmetic, not by bandwidth (arithmetic_floor_s)."""
     device = model.embed.weight.device
     if device.type != "cuda":
         return None
@@ -138,14 +144,8 @@ def gemm_rate(model, length: int, repeats: int = 20) -> float:
     cfg, weight = model.config, model.layers[0].ffn.w13.weight
     x = torch.randn(length, cfg.dim, dtype=weight.dtype, device=weight.device)
     with torch.no_grad():
-        for _ in range(3):
-            torch.nn.functional.linear(x, weight)
-        sync(weight.device)
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            torch.nn.functional.linear(x, weight)
-        sync(weight.device)
-    return 2.0 * length * weight.shape[0] * weight.shape[1] * repeats / (time.perf_counter() - t0)
+        seconds = seconds_per_call(lambda: torch.nn.functional.linear(x, weight), weight.device, repeats)
+    return 2.0 * length * weight.shape[0] * weight.shape[1] / seconds
 
 
 def arithmetic_floor_s(cfg, rows: int, length: int, logit_rows: int, rate: float) -> float:

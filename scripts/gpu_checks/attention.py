@@ -11,7 +11,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from core.errors import error_line
 from core.passes import bucket
-from scripts.gpu_checks.shapes import BLOCK, K, seconds_per_call
+from evaluation.forward_cost import seconds_per_call
+from scripts.gpu_checks.shapes import BLOCK, K
 
 
 def attention_backends(model, length: int, repeats: int) -> dict[str, dict]:

@@ -10,8 +10,8 @@ import torch
 
 from core.fusion import set_fusion
 from core.passes import ROW_BUCKETS, passes_for, release_graphs
-from evaluation.forward_cost import forward_costs, pass_flops, weight_bytes
-from scripts.gpu_checks.shapes import BLOCK, K, seconds_per_call
+from evaluation.forward_cost import forward_costs, pass_flops, seconds_per_call, weight_bytes
+from scripts.gpu_checks.shapes import BLOCK, K
 
 
 def graphed_costs(model, length: int, row_counts: list[int], repeats: int) -> dict[int, float]:

@@ -1,15 +1,13 @@
 """The GPU check's shapes and settings (the two checkpoints' exact shapes, tiny stand-ins for the dry run),
-a model of a shape built with random weights, a call timed, a prompt drawn."""
+a model of a shape built with random weights, a prompt drawn."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import torch
 
 from core.config import ModelConfig
-from core.device import sync
 from core.model import DiffusionTransformer
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: app.py, git's HEAD
@@ -44,18 +42,6 @@ def build(shape: dict, device: torch.device, dry: bool, n_layers: int | None = N
         finally:
             torch.set_default_dtype(previous)
     return model
-
-
-def seconds_per_call(run, device: torch.device, repeats: int) -> float:
-    """Mean seconds of run() over `repeats` calls after three warm-up calls, the device synchronised."""
-    for _ in range(3):
-        run()
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        run()
-    sync(device)
-    return (time.perf_counter() - t0) / repeats
 
 
 def prompt_ids(model, prompt: int) -> list[int]:
