@@ -113,6 +113,11 @@ PEER_CONTROLS = {control_name(name, p.name): Control.of(p, name, control_name(na
                  for name in compared_policies() for p in POLICIES[name].parameters}
 
 
+def decode_settings(values: dict[str, int | float | str]) -> dict:
+    """The decode controls among checked `values`, by key, as DecodeConfig's settings (0: an optional one unset)."""
+    return {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
+
+
 def decode_config(values: dict[str, int | float], graphs: str = "auto") -> DecodeConfig:
     """Checked decode controls (by key; those not given take DecodeConfig's defaults) as a DecodeConfig
     whose passes run as the server's `graphs` says (ModelRegistry.graphs). core judges how the controls
@@ -125,7 +130,7 @@ def decode_config(values: dict[str, int | float], graphs: str = "auto") -> Decod
             f"{values['threshold']:g}): with a threshold each block is decoded until it is done, so steps has no "
             "meaning."
         )
-    settings = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
+    settings = decode_settings(values)
     try:
         config = DecodeConfig(**settings, graphs=graphs)
     except ValueError as e:
@@ -140,7 +145,7 @@ def changed_settings(values: dict[str, int | float | str], config: DecodeConfig)
     controls asked, said as the value asked, the value used and why: a schedule that unmasks one token a
     step is decoded as one token per step, in blocks. (Nothing else is changed: a value out of range is
     refused.)"""
-    asked = {key: DECODE_CONTROLS[key].setting(value) for key, value in values.items() if key in DECODE_CONTROLS}
+    asked = decode_settings(values)
     changed = [key for key, setting in asked.items() if getattr(config, key) != setting]
     if not changed:
         return []
