@@ -123,3 +123,22 @@ def test_browser_the_summary_table_fits_the_screen_with_every_column(page) -> No
     assert last["x"] + last["width"] <= SCREEN["width"]
     assert table.locator(".virtual-table-viewport").evaluate("el => el.scrollWidth <= el.clientWidth")  # no scroll
     assert page.evaluate("document.documentElement.scrollWidth") <= SCREEN["width"]
+
+
+def test_browser_the_drift_sentences_numbers_match_the_plots_and_the_plots_name_their_marks(page) -> None:
+    page.get_by_role("tab", name="Drift").click(timeout=60_000)
+    for key, value in (("gen_len", "64"), ("block_len", "32")):  # the default story, shorter
+        set_number(page, key, value, prefix="drift-")
+    page.locator("#drift-run-btn").click()
+    banner_says(page, "Done: ", "drift-banner")
+    status = page.locator("#drift-banner").inner_text()
+    low, high = page.locator("#drift-scatter .js-plotly-plot").evaluate(
+        "gd => [Math.min(...gd.data.flatMap(t => t.x)), Math.max(...gd.data.flatMap(t => t.x))]")
+    assert f"have entropies from {low:.1f} to {high:.1f} nats." in status  # the range the scatter draws
+    last = page.locator("#drift-step input[type=number]").get_attribute("max")
+    assert f"(numbered 0 to {last}, as on the step slider)" in status
+    assert "tau 1: above it, the next step is full" in page.locator("#drift-scatter").inner_text()
+    assert "full step (the cache rewritten)" in page.locator("#drift-heatmap").inner_text()
+    for plot in ("scatter", "volatility"):  # log axes ticked as percentages, not bare 2s and 5s
+        ticks = page.locator(f"#drift-{plot} .ytick text").all_text_contents()
+        assert ticks and all(tick.endswith("%") for tick in ticks), ticks
