@@ -348,7 +348,7 @@ def test_a_new_run_in_the_same_session_cancels_the_old_one(served) -> None:
 
 def test_browser_runs_a_race_and_shows_text_and_both_plots(page) -> None:
     # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
-    # the long example, and a middle lane (no cache at EntropyCache's settings) for the two factors.
+    # the long example, and a middle lane (vanilla at EntropyCache's settings) for the two factors.
     page.locator("#preset-cache-alone").click()
     page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0'", timeout=30_000)
     page.locator("#preset-paper").click()

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from app.controls.panel import FOLDED
+
 SCREEN = {"width": 1366, "height": 768}
 RACE_S = 300_000  # ms: a race on the long example takes ~15 s here, ~40 s with the CPUs taken by others
 
@@ -43,6 +45,14 @@ def test_browser_a_preset_or_run_brings_the_race_into_view_and_empty_plots_say_w
     banner_says(page, "speedup (measured)")
 
 
+def type_prompt(page, text: str) -> None:
+    """Open the prompt box (folded while it holds an example with a question) and type `text` into it."""
+    box = page.locator("#prompt textarea")
+    if not box.is_visible():
+        page.locator("#prompt-fold").get_by_text(FOLDED).click()
+    box.fill(text)
+
+
 def set_number(page, key: str, value: str, prefix: str = "") -> None:
     """Type `value` into control `key`'s number box and leave it, as a visitor does."""
     box = page.locator(f"#{prefix}ctl-{key} input[type=number]")
@@ -56,10 +66,10 @@ def test_browser_an_input_the_page_cannot_take_is_refused_by_name_and_one_the_se
     banner_says(page, "tau (EntropyCache) must be a number in [0, 12], got -5", timeout=30_000)
     assert page.locator("#ctl-tau input[type=number]").input_value() == "-5"
     set_number(page, "tau", "1")
-    page.locator("#prompt textarea").fill("mia has 7 marbles . " * 500)  # 10,000 characters: not cut in the box
+    type_prompt(page, "mia has 7 marbles . " * 500)  # 10,000 characters: not cut in the box
     page.locator("#run-btn").click()
     banner_says(page, "The prompt is 10000 characters long; the limit is 6000.", timeout=30_000)
-    page.locator("#prompt textarea").fill("  tell a story about tom and a duck in the garden .\n")
+    type_prompt(page, "  tell a story about tom and a duck in the garden .\n")
     for key, value in (("threshold", "1"), ("gen_len", "32"), ("block_len", "16")):
         set_number(page, key, value)
     page.locator("#run-btn").click()
@@ -108,8 +118,7 @@ def test_browser_the_banner_says_what_was_raced_and_which_lane_finished_first(pa
 
 def test_browser_the_summary_table_fits_the_screen_with_every_column(page) -> None:
     """Three lanes, the longest cells a race has (the middle lane's schedule, EntropyCache's policy)."""
-    page.locator("#prompt textarea").fill("mia has 7 marbles . mia buys 10 more marbles . how many marbles does mia "
-                                          "have now ?")
+    type_prompt(page, "mia has 7 marbles . mia buys 10 more marbles . how many marbles does mia have now ?")
     for key, value in (("gen_len", "32"), ("block_len", "16"), ("threshold", "0.9")):
         set_number(page, key, value)
     page.locator("#run-btn").click()
@@ -142,3 +151,21 @@ def test_browser_the_drift_sentences_numbers_match_the_plots_and_the_plots_name_
     for plot in ("scatter", "volatility"):  # log axes ticked as percentages, not bare 2s and 5s
         ticks = page.locator(f"#drift-{plot} .ytick text").all_text_contents()
         assert ticks and all(tick.endswith("%") for tick in ticks), ticks
+
+
+def test_browser_the_page_opens_on_a_short_intro_and_the_long_prompts_question_in_view(page) -> None:
+    question = page.locator("#prompt-question")
+    question.wait_for(timeout=60_000)
+    assert question.inner_text().startswith("The question, last in the prompt: mia has 7 marbles")
+    assert question.bounding_box()["y"] + question.bounding_box()["height"] <= SCREEN["height"]  # in view at once
+    assert not page.locator("#prompt textarea").is_visible()  # the worked examples folded
+    intro = page.locator("#how-it-works").evaluate("el => el.previousElementSibling.innerText")
+    assert len(intro.splitlines()) <= 3 and len(intro) < 400, intro  # a few short lines; the rest folded
+    assert not page.get_by_text("recomputes the whole cache only after").is_visible()
+    page.locator("#how-it-works").get_by_text("How it works").click()
+    page.get_by_text("recomputes the whole cache only after").wait_for(timeout=30_000)
+    page.locator("#examples button").first.click()  # a story: its own question, shown whole
+    page.locator("#prompt textarea").wait_for(timeout=30_000)
+    page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('tell a story')",
+                           timeout=30_000)
+    assert not question.is_visible()
