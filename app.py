@@ -21,9 +21,9 @@ from app.serving.gpu import CONCURRENCY, is_zero_gpu
 from app.serving.registry import build_registry, extra_dirs_from_env
 from app.ui import build_demo, launch
 from core.compiled import COMPILE_HELP, COMPILE_MODES, DEFAULT_COMPILE
+from core.config import GRAPH_MODES, GRAPHS_HELP
 from core.device import usable_cpus
 from core.fusion import FUSION_HELP, FUSION_MODES
-from core.passes import GRAPH_MODES, GRAPHS_HELP
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

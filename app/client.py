@@ -15,7 +15,7 @@ from typing import Any
 from app.drift.tab import DRIFT_OUTPUTS
 from app.race.panels import OUTPUT_NAMES
 from app.race.replay_panel import REPLAY_OUTPUT_NAMES
-from app.sweep.tab import SWEEP_OUTPUTS, pick_names
+from app.sweep.panels import SWEEP_OUTPUTS, pick_names
 from app.ui import PICKED_INTO
 
 REPLAYS = ("/replay_load", "/replay_race", "/replay_show", "/replay_pause", "/replay_play")

@@ -26,8 +26,9 @@ from app.serving.context import AppContext
 from app.serving.gpu import CONCURRENCY
 from app.serving.listener import unread_check
 from app.serving.registry import ModelRegistry
+from app.sweep.panels import SWEEP_JS
 from app.sweep.point import CSS as POINT_CSS
-from app.sweep.tab import SWEEP_JS, build_sweep_tab
+from app.sweep.tab import build_sweep_tab
 from app.widgets.banner import CSS as BANNER_CSS
 from app.widgets.text_diff import CSS as DIFF_CSS
 from app.widgets.text_view import CSS as TEXT_CSS

@@ -5,8 +5,8 @@ model, tok = core.load_model()
 for event in core.decode(model, core.chat_prompt_ids(tok, prompt), core.make_policy("entropy")): ...
 """
 
-from core.config import ModelConfig
-from core.decoder import DecodeConfig, decode, generate
+from core.config import DecodeConfig, ModelConfig
+from core.decoder import decode, generate
 from core.events import StepEvent, Totals
 from core.loading import chat_prompt_ids, load_model
 from core.model import DiffusionTransformer

@@ -13,7 +13,7 @@ layers. On a GPU the fast path is CUDA graphs and fused pointwise kernels (core/
 core/fusion.py), so `auto` compiles only on a CPU.
 
 What it costs: ~5-20 s per graph the first time a process meets it, paid where the app and the bench
-warm up (core.passes.capture_ahead) and otherwise at the pass that meets it, on no step's clock either
+warm up (core.warmup.capture_ahead) and otherwise at the pass that meets it, on no step's clock either
 way (StepEvent.capture_s); inductor's on-disk caches make a later process's compile a few seconds. The
 compiled pass computes what the eager one does up to float rounding (fused loops sum in another order:
 logits move by ~1e-5), so its tokens are the eager path's on the embedded model (tests/core/
@@ -36,9 +36,10 @@ from collections.abc import Callable
 import torch
 
 from core.device import clock
+from core.errors import error_line
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
-from core.policies.params import check_choice
+from core.refusal import check_choice
 
 COMPILE_MODES = ("auto", "on", "off")
 COMPILE_HELP = ("a CPU decode's passes compiled by torch.compile, rows and length dynamic (core/compiled.py): auto "
@@ -52,7 +53,7 @@ INDUCTOR_OPTIONS = {"cpp_wrapper": True}  # the pass as one C++ function: no Pyt
 
 def check_compile(mode: object) -> str:
     """`mode` if it is one of COMPILE_MODES, else a ValueError that says what is."""
-    return check_choice("compile", mode, COMPILE_MODES)
+    return check_choice(mode, COMPILE_MODES, "compile")
 
 
 def compiles(mode: str, model: DiffusionTransformer) -> bool:
@@ -71,7 +72,7 @@ def cpp_compiler() -> str | None:
 
 def _pass(model: DiffusionTransformer, tokens: torch.Tensor, cache: KVCache, rows: torch.Tensor | None,
           logit_rows: torch.Tensor) -> torch.Tensor:
-    """A pass of `rows` (None: every row) of the sequence `tokens` against `cache`: core/passes.py's."""
+    """A pass of `rows` (None: every row) of the sequence `tokens` against `cache`: core/exact_passes.py's."""
     ids = tokens[None] if rows is None else tokens[rows][None]
     return model(ids, cache, rows, logit_rows)
 
@@ -85,7 +86,7 @@ class CompiledPasses:
                                                        options=INDUCTOR_OPTIONS)
         self.compile_s = 0.0  # on the step's clock (core/device.py), which a step's time leaves out
         self.compile_wall_s = 0.0  # what a person waited: compiler processes included
-        self.ahead: set[int] = set()  # the thread counts whose graphs were compiled ahead (core.passes)
+        self.ahead: set[int] = set()  # the thread counts whose graphs were compiled ahead (core.warmup)
         self.failure = ""
 
     def __call__(self, model: DiffusionTransformer, tokens: torch.Tensor, cache: KVCache,
@@ -99,8 +100,6 @@ class CompiledPasses:
         except torch.OutOfMemoryError:
             raise
         except Exception as e:  # noqa: BLE001 -- no compiler, an unsupported operator: eager always works
-            from core.passes import error_line
-
             self.compiled, self.failure = None, error_line(e)
             return _pass(model, tokens, cache, rows, logit_rows)
         if _graphs_compiled() != graphs:  # this call compiled a graph: its time is compiling, not the pass's
@@ -118,7 +117,7 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> C
 
 def set_compile(model: DiffusionTransformer, mode: str) -> None:
     """Run `model`'s passes compiled (when `mode` compiles for this model, see `compiles`) or eagerly.
-    Each graph compiles at the first pass that needs it, or ahead (core.passes.capture_ahead)."""
+    Each graph compiles at the first pass that needs it, or ahead (core.warmup.capture_ahead)."""
     if compiles(mode, model):
         _COMPILED.setdefault(model, CompiledPasses())
     else:

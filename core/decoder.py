@@ -2,7 +2,8 @@
 
 The response starts as `gen_len` mask tokens, split into blocks decoded left to right. Each step:
 the policy names the rows to compute, the model runs them against the KV cache, the most confident
-masked positions of the block are unmasked, and the policy is told how uncertain they were.
+masked positions of the block are unmasked, and the policy is told how uncertain they were. The
+host's copy of the sequence is core/canvas.py's, a step's timing core/step_clock.py's.
 """
 
 from __future__ import annotations
@@ -10,157 +11,29 @@ from __future__ import annotations
 import operator
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, NamedTuple
+from dataclasses import replace
+from typing import NamedTuple
 
 import torch
 
-from core.config import ALL_TASKS, ModelConfig
-from core.device import Span, clock, gc_paused, host_clock
+from core.canvas import Canvas
+from core.config import DecodeConfig
+from core.device import gc_paused
 from core.events import StepEvent, Totals
+from core.exact_passes import Passes, index_tensor
 from core.kv_cache import KVCache
+from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
-from core.passes import Passes, check_graphs, index_tensor, passes_for
+from core.passes import passes_for
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
-from core.policies.params import Param
-from core.sampling import ALGS, block_noise, choose, entropy, transfer_schedule
-from core.schedules import SCHEDULES, dream_schedule
+from core.sampling import block_noise, choose, entropy
+from core.step_clock import StepClock, StepTimes
+
+PromptIds = Sequence[int] | torch.Tensor
+StepHook = Callable[[torch.Tensor, KVCache, StepContext], dict]
 
 
-def _setting(kind: type, default: int | float | str | None, **declared: object) -> Any:
-    """A DecodeConfig field that a person sets, declared as a core.Param named after the field
-    (DecodeConfig.parameters): type, default, bounds, help, label and the range a UI offers."""
-    return field(default=default, metadata={"param": dict(kind=kind, default=default, **declared)})
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """How one prompt is decoded. The settings a person chooses are declared like a policy's
-    parameters (`parameters`, core/policies/params.py), and a config checks itself when it is made,
-    as a policy does: one that exists is valid."""
-
-    gen_len: int = _setting(int, 64, low=1, high=8192, ui=(1, 512), label="gen length", help="tokens generated")
-    block_len: int = _setting(int, 32, low=1, ui=(1, 512), label="block length",
-                              help="tokens decoded together, left to right; must divide gen length")
-    steps: int | None = _setting(int, None, low=1, ui=(1, 512), unset="one token per step",
-                                 help="denoising steps in all, a multiple of the blocks; not with a threshold")
-    threshold: float | None = _setting(float, None, low=0.0, high=1.0, low_open=True, unset="off",
-                                       label="parallel-decoding threshold",
-                                       help="Fast-dLLM's parallel decoding: unmask every token above this confidence")
-    temperature: float = _setting(float, 0.0, low=0.0, high=10.0, ui=(0.0, 2.0), help="sampling temperature; 0: greedy")
-    seed: int = _setting(int, 0, ui=(0, 2**31 - 1), help="the sampling generator's seed")
-    top_p: float | None = _setting(
-        float, None, low=0.0, high=1.0, low_open=True, unset="off", label="top-p",
-        help="nucleus: candidates and confidences from the fewest tokens holding this share of the probability, "
-        "as d2Cache's sampler cuts them (its Dream settings: 0.9; 1: no cut)")
-    top_k: int | None = _setting(int, None, low=1, ui=(1, 1024), unset="off", label="top-k",
-                                 help="candidates and confidences from the k most probable tokens, after top-p")
-    alg: str = _setting(str, ALGS[0], choices=ALGS, label="ranking",
-                        help="which masks are unmasked first: by probability (maskgit_plus), by the margin between "
-                        "the two most probable tokens (topk_margin), by negative entropy (entropy); Dream's names")
-    schedule: str = _setting(str, SCHEDULES[0], choices=SCHEDULES,
-                             help="block: the paper's, blocks left to right, a block's tokens spread evenly over its "
-                             "steps; dream: Dream's diffusion_generate, the whole response as one block, its steps")
-    stop_at_eos: bool = True
-    graphs: str = "auto"  # core/passes.py: fixed-shape passes replayed from CUDA graphs (auto: on a CUDA GPU)
-
-    parameters: ClassVar[tuple[Param, ...]]  # the declared fields, in order (set below the class)
-
-    def __post_init__(self) -> None:
-        for p in self.parameters:  # each as its declared type (an int temperature is a float)
-            object.__setattr__(self, p.name, p.check(getattr(self, p.name)))
-        check_graphs(self.graphs)  # how the passes run, not what they compute: not among the declared settings
-        self._check_relations()
-
-    def _check_relations(self) -> None:
-        if self.block_len > self.gen_len:
-            raise ValueError(f"block_len must be an integer in [1, gen_len={self.gen_len}], got {self.block_len!r}")
-        if self.gen_len % self.block_len:
-            raise ValueError(f"gen_len {self.gen_len} is not a multiple of block_len {self.block_len}")
-        n_blocks = self.n_blocks
-        if self.threshold is not None and self.alg != ALGS[0]:
-            raise ValueError(f"a threshold reads the candidate's probability: it ranks by {ALGS[0]}, not {self.alg}")
-        if self.threshold is not None and self.schedule == "dream":
-            raise ValueError("the dream schedule unmasks as many tokens as its step says: it takes no threshold")
-        if self.steps is not None:
-            if not n_blocks <= self.steps <= self.gen_len:
-                raise ValueError(f"steps must be an integer in [{n_blocks}, {self.gen_len}], got {self.steps!r}")
-            if self.steps % n_blocks:
-                raise ValueError(f"steps {self.steps} must be a multiple of the number of blocks ({n_blocks})")
-        if self.threshold is not None and self.steps is not None:
-            raise ValueError("steps and threshold cannot both be set: with a threshold each block runs until done")
-
-    @classmethod
-    def for_model(
-        cls, model_config: ModelConfig, gen_len: int | None = None, block_len: int | None = None,
-        task: str | None = None, **settings,
-    ) -> DecodeConfig:
-        """A config whose gen and block length default (when None) to the model's own decode defaults
-        (ModelConfig.gen_len, block_len), and whose other settings to what the model declares for every
-        decode (ModelConfig.task_settings[ALL_TASKS]) and, for one of its own tasks, for that task;
-        `settings` are the other fields, given explicitly. The CLI, bench and app use it."""
-        every = model_config.task_settings.get(ALL_TASKS, {})
-        declared = {**every, **(model_config.task_settings.get(task, {}) if task else {})}
-        # the lengths are the model's own (ModelConfig.gen_len, block_len), whatever the task
-        unknown = sorted(set(declared) - ({f.name for f in fields(cls)} - {"gen_len", "block_len"}))
-        if unknown:
-            raise ValueError(f"the model's task_settings for {task!r} name no decode setting it may declare: "
-                             f"{', '.join(unknown)}")
-        return cls(
-            gen_len=model_config.gen_len if gen_len is None else gen_len,
-            block_len=model_config.block_len if block_len is None else block_len,
-            **{**declared, **settings},
-        )
-
-    def one_token_per_step(self) -> DecodeConfig:
-        """This decode without parallel decoding: no threshold, no step count, one token per step, in
-        blocks (the dream schedule's steps are not one token each). With the policy `none` it is the
-        paper's vanilla decoder, the baseline of its speedups."""
-        return replace(self, steps=None, threshold=None, schedule=SCHEDULES[0])
-
-    @property
-    def parallel(self) -> bool:
-        """A step may unmask more than one token: a threshold below 1, or fewer steps than tokens, in blocks
-        of more than one token. (A threshold of 1 unmasks only the most confident token: no confidence is
-        above 1.)"""
-        if self.block_len == 1:
-            return False
-        if self.threshold is not None:
-            return self.threshold < 1
-        return max(self.transfers()) > 1
-
-    @property
-    def max_steps(self) -> int:
-        """The most steps the decode takes: `steps`, else gen_len (one token a step; with a threshold, at
-        least one a step; with the dream schedule, gen_len steps of its formula)."""
-        return self.steps or self.gen_len
-
-    @property
-    def n_blocks(self) -> int:
-        """The blocks decoded left to right: the dream schedule decodes the whole response as one."""
-        return 1 if self.schedule == "dream" else self.gen_len // self.block_len
-
-    @property
-    def block_size(self) -> int:
-        """The positions of a decoded block: block_len, or the whole response with the dream schedule."""
-        return self.gen_len // self.n_blocks
-
-    @property
-    def steps_per_block(self) -> int:
-        return self.max_steps // self.n_blocks
-
-    def transfers(self) -> list[int]:
-        """Tokens to unmask at each step of a block (None: a threshold decides)."""
-        if self.schedule == "dream":
-            return dream_schedule(self.gen_len, self.max_steps)
-        return transfer_schedule(self.block_size, self.steps_per_block)
-
-
-DecodeConfig.parameters = tuple(Param(f.name, **f.metadata["param"]) for f in fields(DecodeConfig)
-                                if "param" in f.metadata)
-
-
-def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch.Tensor, gen_len: int) -> list[int]:
+def _check_prompt(model: DiffusionTransformer, prompt_ids: PromptIds, gen_len: int) -> list[int]:
     raw = prompt_ids.flatten().tolist() if torch.is_tensor(prompt_ids) else list(prompt_ids)
     if any(not isinstance(t, int) or isinstance(t, bool) for t in raw):
         raise ValueError("prompt token ids must be integers")
@@ -176,12 +49,9 @@ def _check_prompt(model: DiffusionTransformer, prompt_ids: Sequence[int] | torch
     return ids
 
 
-StepHook = Callable[[torch.Tensor, KVCache, StepContext], dict]
-
-
 class _Step(NamedTuple):
     """What one step computed, as the StepEvent fields it fills; the loop adds the response, the
-    totals and the flags."""
+    totals, the flags and the step's times."""
 
     reason: str  # the plan's, with what its layer hook found during the forward
     full: bool  # every row at every layer
@@ -192,20 +62,10 @@ class _Step(NamedTuple):
     entropies: list[float]
     max_entropy: float
     confidences: list[float]
-    compute_s: float
-    forward_s: float
-    choice_s: float
-    decision_s: float
-    capture_s: float
 
 
-def decode(
-    model: DiffusionTransformer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    policy: CachePolicy,
-    config: DecodeConfig | None = None,
-    before_step: StepHook | None = None,
-) -> Iterator[StepEvent]:
+def decode(model: DiffusionTransformer, prompt_ids: PromptIds, policy: CachePolicy, config: DecodeConfig | None = None,
+           before_step: StepHook | None = None) -> Iterator[StepEvent]:
     """Decode one prompt; yield a StepEvent per step, the last one with done=True and the totals.
 
     Without a config, the model's own gen and block length (DecodeConfig.for_model). before_step(tokens,
@@ -219,128 +79,106 @@ def decode(
 
 def _steps(model: DiffusionTransformer, prompt: list[int], policy: CachePolicy, config: DecodeConfig,
            before_step: StepHook | None, passes: Passes) -> Iterator[StepEvent]:
-    cfg = model.config
-    p, length = len(prompt), passes.length
-    mask_id, eos = cfg.mask_token_id, set(cfg.eos_token_ids)
+    cfg, p, length = model.config, len(prompt), passes.length
+    canvas = Canvas(prompt, config.gen_len, cfg.mask_token_id, cfg.eos_token_ids)
     passes.start(prompt)
-    sequence = prompt + [mask_id] * config.gen_len  # the host's copy of passes.tokens: read without a device sync
-    decode_order: list[int] = []
     policy.reset()
-    totals = Totals()
-    n_blocks, size = config.n_blocks, config.block_size
+    totals, step = Totals(), 0
     schedule = config.transfers()  # every block's, in full: the dream schedule's is the one block's
-
-    step = 0
-    for block in range(n_blocks):
-        start = p + block * size
-        end = start + size
-        block_step = 0
-        while block_masked := tuple(pos for pos in range(start, end) if sequence[pos] == mask_id):
-            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked, tuple(decode_order),
-                              cfg.logit_shift)
+    for block in range(config.n_blocks):
+        start = p + block * config.block_size
+        end, block_step = start + config.block_size, 0
+        while block_masked := canvas.masked(start, end):
+            ctx = StepContext(step, block, block_step, start, end, p, length, block_masked,
+                              tuple(canvas.decode_order), cfg.logit_shift)
             measured = before_step(passes.tokens, passes.cache, ctx) if before_step else {}
             n_transfer = None if config.threshold is not None else schedule[block_step]
             with gc_paused():  # a collection's cost is the whole process's, not the step's (core/device.py)
-                result = _step(model, passes, ctx, policy, n_transfer, config)
-            for pos, token in zip(result.unmasked, result.unmasked_tokens):
-                sequence[pos] = token
-            decode_order.extend(result.unmasked)
-            done = config.stop_at_eos and _finish_at_eos(sequence, passes.tokens, p, mask_id, eos)
-            response = sequence[p:]
-            totals += Totals(1, int(result.full), sum(result.layer_rows), length * cfg.n_layers,
-                             result.compute_s, result.decision_s, capture_s=result.capture_s)
-            totals.tokens = _n_generated(response, mask_id, eos)
-            yield StepEvent(
-                step=step,
-                block=block,
-                prompt_len=p,
-                tokens=response,
-                totals=replace(totals),
-                done=done or (block == n_blocks - 1 and mask_id not in response),
-                block_done=mask_id not in response[start - p : end - p],
-                **result._asdict(),
-                **measured,
-            )
-            step += 1
-            block_step += 1
+                result, times = _step(model, passes, ctx, policy, n_transfer, config)
+            canvas.write(result.unmasked, result.unmasked_tokens)
+            done = config.stop_at_eos and canvas.finish_at_eos(passes.tokens)
+            response = canvas.response
+            totals += Totals(1, int(result.full), sum(result.layer_rows), length * cfg.n_layers, times.compute_s,
+                             times.decision_s, capture_s=times.capture_s)
+            totals.tokens = canvas.generated(response)
+            last = done or (block == config.n_blocks - 1 and cfg.mask_token_id not in response)
+            yield StepEvent(step=step, block=block, prompt_len=p, tokens=response, totals=replace(totals), done=last,
+                            block_done=cfg.mask_token_id not in response[start - p : end - p], **result._asdict(),
+                            **times._asdict(), **measured)
+            step, block_step = step + 1, block_step + 1
             if done:
                 return
 
 
 @torch.no_grad()
-def _step(
-    model: DiffusionTransformer,
-    passes: Passes,
-    ctx: StepContext,
-    policy: CachePolicy,
-    n_transfer: int | None,
-    config: DecodeConfig,
-) -> _Step:
-    device = passes.device
-    t0 = clock(device)  # core/device.py: CPU time of this thread on a CPU, synchronised wall time on a GPU
+def _step(model: DiffusionTransformer, passes: Passes, ctx: StepContext, policy: CachePolicy, n_transfer: int | None,
+          config: DecodeConfig) -> tuple[_Step, StepTimes]:
+    device, clock = passes.device, StepClock(passes)
     plan = policy.plan(ctx)
-    t_plan = clock(device) - t0
-    captured = passes.capture_s
-
-    shift = model.config.logit_shift
+    clock.planned()
+    hook = plan.hook
     # Dream reads position i's logits at row i-1. The prompt is never empty, so these rows are
     # distinct, sorted and one per masked position, in the order of block_masked.
-    needed = [pos - shift for pos in ctx.block_masked]
-    hook = plan.hook
-    stream = hook is not None and hook.stream
-    rows = None if plan.rows is None or stream else _rows_to_compute(plan, needed, ctx.length)
-    forward = Span(device)
-    logits = passes.run(model, rows, needed, hook)
-    forward.stop()
-    n_layers = model.config.n_layers
-    layer_rows = [ctx.length if rows is None else len(rows)] * n_layers if hook is None else hook.layer_rows
-    if stream:  # the rows computed at any layer; None when every layer computed every row
-        rows = None if min(layer_rows) == ctx.length else hook.computed.nonzero().flatten().tolist()
-    noise = None
-    if config.temperature:  # the rows of the block's masked positions (core/sampling.py says why)
-        block = block_noise(config.seed, ctx.block, ctx.block_step, ctx.block_end - ctx.block_start,
-                            logits.shape[-1], device)
-        noise = block[index_tensor([pos - ctx.block_start for pos in ctx.block_masked], device)]
+    needed = [pos - ctx.logit_shift for pos in ctx.block_masked]
+    rows = _rows_planned(plan, needed, ctx.length)
+    logits = clock.forward(passes.run, model, rows, needed, hook)
+    layer_rows, rows = _rows_computed(hook, rows, ctx.length, model.config.n_layers)
     # Probabilities over the whole vocabulary, as every reference has them; the mask token is only
     # never an answer: a model that ranks it first (an untrained one can) would otherwise "unmask" a
     # position into a mask, and the block would never finish.
-    picked, tokens, confidences, probs = choose(logits, n_transfer, config.threshold, config.temperature, noise,
+    picked, tokens, confidences, probs = choose(logits, n_transfer, config.threshold, config.temperature,
+                                                _noise(config, ctx, logits.shape[-1], device),
                                                 mask_id=model.config.mask_token_id, top_p=config.top_p,
                                                 top_k=config.top_k, alg=config.alg)
     masked = index_tensor(ctx.block_masked, device)
     passes.tokens.index_copy_(0, masked, torch.where(picked, tokens, passes.tokens[masked]))
     read = [picked.double(), tokens.double(), confidences.double()]
-    issue_s = 0.0
     if passes.entropies_in_readout:  # every masked row's entropy, issued now: one wait instead of two
-        t_issue = host_clock(device)
-        read.append(entropy(probs).double())
-        issue_s = host_clock(device) - t_issue  # the decision's signal, though it rides with the choice
+        read.append(clock.on_host(lambda: entropy(probs).double()))  # the decision's, riding with the choice
     # The step's wait for the device before the decision: what was picked, as what, how surely.
     picked, tokens, confidences, *every_entropy = torch.stack(read).tolist()
     slots = [i for i, flag in enumerate(picked) if flag]
     unmasked = tuple(ctx.block_masked[i] for i in slots)
-
-    t1 = clock(device)  # the device is done: the forward's time is the model's, not the decision's
+    clock.read_out()  # the device is done: the forward's time is the model's, not the decision's
     if every_entropy:
         entropies = tuple(every_entropy[0][i] for i in slots)
     else:
         entropies = tuple(entropy(probs[index_tensor(slots, device)]).tolist())
     policy.observe(ctx, Outcome(unmasked, entropies))  # tuples: a policy cannot edit what the event reports
-    t_end = clock(device)
-    signal_s = 0.0 if hook is None else hook.signal_s  # measured inside the forward
-    decision_s = t_plan + issue_s + (t_end - t1) + signal_s
-    capture_s = passes.capture_s - captured  # paid once per length and shape, on first use: not the step's
-    compute_s = t_end - t0 - capture_s
-    # The step in three parts that add up to compute_s: the model's pass (without the capture and the
-    # layer hook's signals, which are the decision's), the decision, and the rest, which is the token
-    # choice: sampling, writing and reading back the tokens, and the step's bookkeeping.
-    forward_s = min(max(0.0, forward.seconds - capture_s - signal_s), compute_s - decision_s)
+    times = clock.stop(hook)
     reason = plan.reason if hook is None or not hook.note else f"{plan.reason}; {hook.note}"
     return _Step(reason=reason, full=rows is None, rows=list(range(ctx.length)) if rows is None else rows,
                  layer_rows=layer_rows, unmasked=list(unmasked), unmasked_tokens=[int(tokens[i]) for i in slots],
                  entropies=list(entropies), max_entropy=max(entropies, default=0.0),
-                 confidences=[confidences[i] for i in slots], compute_s=compute_s, forward_s=forward_s,
-                 choice_s=compute_s - forward_s - decision_s, decision_s=decision_s, capture_s=capture_s)
+                 confidences=[confidences[i] for i in slots]), times
+
+
+def _rows_planned(plan: Plan, needed: list[int], length: int) -> list[int] | None:
+    """The rows the pass computes at every layer: None for every row, and where a stream hook chooses
+    each layer's rows itself."""
+    if plan.rows is None or (plan.hook is not None and plan.hook.stream):
+        return None
+    return _rows_to_compute(plan, needed, length)
+
+
+def _rows_computed(hook: LayerHook | None, rows: list[int] | None, length: int,
+                   n_layers: int) -> tuple[list[int], list[int] | None]:
+    """(the rows computed at each layer, the rows computed at any layer: None when every layer computed
+    every row), once the pass is done."""
+    if hook is None:
+        return [length if rows is None else len(rows)] * n_layers, rows
+    if not hook.stream:
+        return hook.layer_rows, rows
+    return hook.layer_rows, None if min(hook.layer_rows) == length else hook.computed.nonzero().flatten().tolist()
+
+
+def _noise(config: DecodeConfig, ctx: StepContext, vocab: int, device: torch.device) -> torch.Tensor | None:
+    """The Gumbel noise of the rows of the block's masked positions (core/sampling.py says why); None
+    when decoding is greedy."""
+    if not config.temperature:
+        return None
+    block = block_noise(config.seed, ctx.block, ctx.block_step, ctx.block_end - ctx.block_start, vocab, device)
+    return block[index_tensor([pos - ctx.block_start for pos in ctx.block_masked], device)]
 
 
 def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
@@ -355,34 +193,7 @@ def _rows_to_compute(plan: Plan, needed: list[int], length: int) -> list[int]:
     return rows
 
 
-def _finish_at_eos(sequence: list[int], tokens: torch.Tensor, p: int, mask_id: int, eos: set[int]) -> bool:
-    """True once an end-of-text token is decoded with nothing masked before it; fills the rest with it
-    (in `sequence`, the host's copy, and in `tokens`, the device's)."""
-    if not eos:
-        return False
-    for i in range(p, len(sequence)):
-        if sequence[i] == mask_id:
-            return False
-        if sequence[i] in eos:
-            sequence[i + 1 :] = [sequence[i] if t == mask_id else t for t in sequence[i + 1 :]]
-            tail = tokens[i + 1 :]
-            tail.masked_fill_(tail == mask_id, sequence[i])
-            return True
-    return False
-
-
-def _n_generated(response: list[int], mask_id: int, eos: set[int]) -> int:
-    for i, t in enumerate(response):
-        if t in eos:
-            return i
-    return sum(t != mask_id for t in response)
-
-
-def generate(
-    model: DiffusionTransformer,
-    prompt_ids: Sequence[int] | torch.Tensor,
-    policy: CachePolicy,
-    config: DecodeConfig | None = None,
-) -> StepEvent:
+def generate(model: DiffusionTransformer, prompt_ids: PromptIds, policy: CachePolicy,
+             config: DecodeConfig | None = None) -> StepEvent:
     """Run `decode` to the end and return its last event (without a config: the model's lengths)."""
     return deque(decode(model, prompt_ids, policy, config), maxlen=1)[0]

@@ -30,9 +30,10 @@ from collections.abc import Callable
 
 import torch
 
+from core.errors import error_line
 from core.model import POINTWISE, DiffusionTransformer
-from core.passes import error_line, release_graphs, single_cuda_device
-from core.policies.params import check_choice
+from core.passes import release_graphs, single_cuda_device
+from core.refusal import check_choice
 
 FUSION_MODES = ("auto", "on", "off")
 FUSION_HELP = ("a layer's norms, RoPE, residual add and gate * up compiled into fused kernels: auto (on a "
@@ -41,7 +42,7 @@ FUSION_HELP = ("a layer's norms, RoPE, residual add and gate * up compiled into 
 
 def check_fusion(mode: object) -> str:
     """`mode` if it is one of FUSION_MODES, else a ValueError that says what is."""
-    return check_choice("fusion", mode, FUSION_MODES)
+    return check_choice(mode, FUSION_MODES, "fusion")
 
 
 def compiles(mode: str, model: DiffusionTransformer) -> bool:

@@ -22,8 +22,7 @@ from accelerate.utils import set_module_tensor_to_device
 from safetensors import SafetensorError, safe_open
 
 from core.compiled import DEFAULT_COMPILE, check_compile, set_compile
-from core.config import ModelConfig
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig, ModelConfig
 from core.families import Family, family_for
 from core.fusion import check_fusion, set_fusion
 from core.model import DiffusionTransformer

@@ -1,5 +1,5 @@
-"""How the decoder runs a step's forward pass: eagerly over the exact rows, or at fixed shapes that a
-CUDA graph can replay.
+"""How the decoder runs a step's forward pass: over the exact rows (core/exact_passes.py), or at fixed
+shapes that a CUDA graph can replay, the static path here; and which of them a decode runs (passes_for).
 
 In eager PyTorch a cached pass of an 8B model issues ~500 small operators from Python, and on a GPU
 the host issuing them, not the GPU, sets the pace (docs/BENCHMARKS.md, "On a GPU"). A CUDA graph
@@ -30,7 +30,8 @@ A pass with a layer hook (the layer-wise policies, core/layerwise.py) runs eager
 rows, since the hook chooses rows and reads signals in Python between layers.
 
 On a CPU the fast path is the other one: the exact rows' passes compiled by inductor (core/compiled.py),
-with dynamic shapes, so nothing is padded; `capture_ahead` compiles them there instead of capturing.
+with dynamic shapes, so nothing is padded. Capturing or compiling them before a decode needs them is
+core/warmup.py's.
 """
 
 from __future__ import annotations
@@ -38,22 +39,17 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from array import array
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 
 import torch
 
-from core.compiled import CompiledPasses, compiled_passes
-from core.kv_cache import KVCache
+from core.config import check_graphs
+from core.errors import error_line
+from core.exact_passes import Passes, host_index
 from core.layerwise import LayerHook
 from core.model import DiffusionTransformer
-from core.policies.params import check_choice
-from core.threads import TEAM
 
-GRAPH_MODES = ("auto", "on", "off")
-GRAPHS_HELP = ("fixed-shape cached passes replayed from CUDA graphs: auto (on a CUDA GPU), on (on a CPU: the "
-               "same padded passes, eagerly), off (every pass eagerly over its exact rows)")
 # Partial passes are padded to the next of these row counts: powers of two and 1.5 times them, so
 # padding adds at most half the rows (a GPU pass over a few dozen rows costs what reading the
 # weights costs, whatever the count) and a length needs at most ~2 log2(length) graphs.
@@ -66,25 +62,6 @@ def bucket(rows: int, length: int) -> int:
     return min(next((b for b in ROW_BUCKETS if b >= rows), length), length)
 
 
-def host_index(positions: Sequence[int]) -> torch.Tensor:
-    """An int64 CPU tensor of a few positions. Viewing an int64 array costs ~20 us, torch.tensor(list)
-    ~36 us: it inspects every item."""
-    if not positions:  # frombuffer refuses an empty buffer
-        return torch.empty(0, dtype=torch.long)
-    return torch.frombuffer(array("q", positions), dtype=torch.long)
-
-
-def index_tensor(positions: Sequence[int], device: torch.device) -> torch.Tensor:
-    """host_index on `device`, copied without waiting for the device (a blocking copy would wait for
-    every kernel queued before it)."""
-    return host_index(positions).to(device, non_blocking=True)
-
-
-def check_graphs(mode: object) -> str:
-    """`mode` if it is one of GRAPH_MODES, else a ValueError that says what is."""
-    return check_choice("graphs", mode, GRAPH_MODES)
-
-
 def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
     """Whether `graphs=mode` runs the static path for `model`: auto does on one CUDA device."""
     if check_graphs(mode) == "off":
@@ -94,51 +71,6 @@ def uses_static_passes(mode: str, model: DiffusionTransformer) -> bool:
         raise ValueError("graphs=on needs the model on one device; it is spread over "
                          f"{', '.join(sorted(map(str, _devices(model))))} (use graphs=off)")
     return mode == "on" or single_gpu
-
-
-class Passes:
-    """One decode's token sequence and KV cache, and its passes over the exact rows: eagerly, or compiled
-    where the model's passes are (core/compiled.py; a pass with a layer hook always runs eagerly)."""
-    # Where the decoded tokens' entropies are computed (core/decoder.py): here, for the picked rows only,
-    # after the step's readout; on the static path for every masked row, read out with the token choice,
-    # since on a GPU a second readout is a second wait of the host for the device.
-    entropies_in_readout = False
-
-    def __init__(self, model: DiffusionTransformer, length: int) -> None:
-        self.device = model.embed.weight.device
-        self.mask_id = model.config.mask_token_id
-        self.tokens = torch.full((length,), self.mask_id, dtype=torch.long, device=self.device)
-        self.cache: KVCache = model.new_cache(1, length)
-        self.capture_s = 0.0  # seconds spent capturing graphs or compiling passes so far: no step's time
-        self.compiled: CompiledPasses | None = compiled_passes(model)
-        if self.compiled is not None:  # a compiled pass reads the RoPE tables as they were: build them once
-            model.reserve_rope(model.config.max_seq_len, self.device)
-
-    @property
-    def length(self) -> int:
-        return self.tokens.numel()
-
-    def start(self, prompt: list[int]) -> None:
-        """The prompt followed by masks; the cache as a new one (zeros)."""
-        self.tokens[: len(prompt)] = index_tensor(prompt, self.device)
-        self.tokens[len(prompt) :] = self.mask_id
-
-    def run(self, model: DiffusionTransformer, rows: list[int] | None, needed: list[int],
-            hook: LayerHook | None = None, threads: int | None = None) -> torch.Tensor:
-        """Logits [len(needed), vocab] of positions `needed` after computing `rows` (sorted, a
-        superset of needed; None: every row) against the cache, on a CPU on `threads` threads (None: as
-        many as no other process keeps busy, core/threads.py)."""
-        if self.device.type == "cpu" and threads is None:
-            TEAM.fit()
-        index = None if rows is None else index_tensor(rows, self.device)
-        logit_rows = index_tensor(needed, self.device)
-        if self.compiled is not None and hook is None:
-            compiled_before = self.compiled.compile_s
-            logits = self.compiled(model, self.tokens, self.cache, index, logit_rows)
-            self.capture_s += self.compiled.compile_s - compiled_before
-            return logits[0]
-        ids = self.tokens[None] if index is None else self.tokens[index][None]
-        return model(ids, self.cache, index, logit_rows, hook=hook)[0]
 
 
 class Workspace(Passes):
@@ -305,67 +237,6 @@ def _give_back(model: DiffusionTransformer, workspace: Workspace) -> None:
         del owned.idle[:-MAX_IDLE_WORKSPACES]
 
 
-def capture_ahead(model: DiffusionTransformer, length: int, block_len: int, mode: str = "auto",
-                  max_rows: int | None = None, lanes: int = 2) -> float:
-    """Capture now, in `lanes` workspaces of `length` positions, the graphs of the full pass and of every
-    partial pass of up to `max_rows` rows (default two blocks: EntropyCache's partial passes, a block's
-    masks and its last and k recent tokens, and Fast-dLLM's, a block, fit), so that the next `lanes`
-    decodes of that length at once (a race's two lanes) replay them from their first step: what an
-    app does while it warms up, or before a race starts. Where the passes are compiled instead
-    (core/compiled.py), compile them now. Returns the seconds it took (0 where nothing is captured or
-    compiled: an eager CPU, graphs off, or a length past the model's positions, which no decode takes)."""
-    if length > model.config.max_seq_len:
-        return 0.0
-    if not uses_static_passes(mode, model):
-        return _compile_ahead(model, length, block_len) if compiled_passes(model) is not None else 0.0
-    max_rows = 2 * block_len if max_rows is None else max_rows
-    sizes = [None, *sorted({bucket(n, length) for n in range(1, max_rows + 1)})]
-    with torch.no_grad(), ExitStack() as held:
-        workspaces = [held.enter_context(passes_for(model, length, block_len, mode)) for _ in range(lanes)]
-        before = sum(ws.capture_s for ws in workspaces)
-        for ws in workspaces:
-            ws.capture(model, sizes)
-        return sum(ws.capture_s for ws in workspaces) - before
-
-
-CAPTURED = "CUDA graphs captured"
-COMPILED = "passes compiled"
-
-
-def prepared_by(model: DiffusionTransformer) -> str:
-    """What capture_ahead and a step's capture_s pay for with this model, in words: capturing CUDA graphs,
-    or compiling its passes (core/compiled.py)."""
-    return COMPILED if compiled_passes(model) is not None else CAPTURED
-
-
-def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> float:
-    """Compile the model's passes now by running one of each kind a decode meets (full and partial, with
-    one and with several logit rows), at distinct sizes so that each graph serves any size, on the team
-    sizes of an idle and of a busy machine (core/threads.py); the seconds compiling took (0 when every
-    graph was there). The K/V they write are thrown away with their buffers."""
-    compiled = compiled_passes(model)
-    most = torch.get_num_threads()
-    teams = sorted(({most, 1} if TEAM.adaptive else {most}) - compiled.ahead, reverse=True)
-    if not teams:  # every graph is there, for any length and block: nothing to run
-        return 0.0
-    block_len = min(block_len, length - 1)
-    passes = Passes(model, length)
-    waited = compiled.compile_wall_s
-    block = list(range(length - block_len, length))
-    kinds = [(None, block), (None, block[:1]), (block[:-2] + [block[-1]], block[1:-2]), (block[-2:], block[-1:]),
-             (block[-1:], block[-1:])]
-    try:
-        for threads in teams:
-            torch.set_num_threads(threads)
-            with torch.no_grad():
-                for rows, needed in kinds:
-                    passes.run(model, rows, needed, threads=threads)
-            compiled.ahead.add(threads)
-    finally:
-        torch.set_num_threads(most)
-    return compiled.compile_wall_s - waited
-
-
 def capture_failure(model: DiffusionTransformer) -> str:
     """Why capturing the model's graphs failed in this process ('' if it has not): every pass of the
     model runs eagerly since."""
@@ -382,12 +253,6 @@ def _capture_failed(model: DiffusionTransformer, error: Exception) -> None:
         owned.failure = error_line(error)
         for ws in owned.idle:
             ws.graphs.clear()
-
-
-def error_line(error: Exception) -> str:
-    """An error's type and the first line of its message: what a status line has room for."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def idle_workspaces(model: DiffusionTransformer) -> list[Workspace]:

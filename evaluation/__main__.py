@@ -1,4 +1,4 @@
-"""python -m evaluation generate|bench|lm-eval|lm-eval-task ...: see evaluation/cli.py."""
+"""python -m evaluation generate|bench|lm-eval|lm-eval-task ...: see evaluation/cli/."""
 
 import sys
 

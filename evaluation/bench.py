@@ -12,7 +12,7 @@ decides on): its median, 90th percentile and maximum over every step. Full steps
 token above tau). With a confidence threshold, the bench also runs the one-token-per-step exact
 decoder on the same prompts (a contender of its own) and reports every policy's
 `speedup_vs_vanilla` against it. On stories, `repeats` is the share of their events that repeat an
-earlier one (evaluation.tasks.stories.repeated_events): a story that loops passes the checker.
+earlier one (evaluation.tasks.story_checker.repeated_events): a story that loops passes the checker.
 
 Each row also keeps what it decoded, prompt by prompt (`per_prompt`): the text and its tokens, the
 per-prompt measures (right or not, agreement, first divergence from the reference) and the steps the
@@ -25,13 +25,14 @@ tab read the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.events import StepEvent, Totals
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import POLICIES, make_policy
@@ -138,9 +139,12 @@ def bench_progress(
     contenders: list[Contender],
     config: DecodeConfig,
     warmup: int = 1,
+    prompt_ids: Sequence[Sequence[int]] | None = None,
 ) -> Iterator[Progress]:
     """Decode every item with every contender, yielding a Progress after each decode; the last
-    one's rows are the result, one per contender.
+    one's rows are the result, one per contender. `prompt_ids`: each item's prompt as the model reads
+    it (core.loading.chat_prompt_ids), where the caller has tokenized it already (the app's Sweep);
+    None: tokenized here.
 
     The first contender is the reference for `agreement`, `speedup` and `ceiling` (normally none).
     With a threshold in `config`, the one-token-per-step exact decoder is added (if not there) for
@@ -149,7 +153,8 @@ def bench_progress(
     """
     if config.threshold is not None and VANILLA not in contenders:
         contenders = [*contenders, VANILLA]
-    prompts = [chat_prompt_ids(tokenizer, item.prompt) for item in items]
+    prompts = [chat_prompt_ids(tokenizer, item.prompt) for item in items] if prompt_ids is None else [
+        list(ids) for ids in prompt_ids]
     warm = prompts[:warmup]
     total, done, rows = (len(warm) + len(prompts)) * len(contenders), 0, []
     untimed = len(warm) * len(contenders)
@@ -303,11 +308,11 @@ def sweep_contenders(taus: list[float], ks: list[int], scope: str = "block") -> 
 
 def sweep_progress(
     model, tokenizer, items: list[Item], taus: list[float], ks: list[int], config: DecodeConfig, warmup: int = 1,
-    scope: str = "block",
+    scope: str = "block", prompt_ids: Sequence[Sequence[int]] | None = None,
 ) -> Iterator[Progress]:
     """A tau x k grid of EntropyCache against the exact decoder in one interleaved bench run,
     followed decode by decode (see bench_progress): the app's Sweep tab streams these."""
-    yield from bench_progress(model, tokenizer, items, sweep_contenders(taus, ks, scope), config, warmup)
+    yield from bench_progress(model, tokenizer, items, sweep_contenders(taus, ks, scope), config, warmup, prompt_ids)
 
 
 def sweep(

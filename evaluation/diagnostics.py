@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.kv_cache import KVCache
 from core.loading import chat_prompt_ids
 from core.model import DiffusionTransformer

@@ -18,14 +18,14 @@ import torch
 
 from core.device import clock, sync
 from core.events import StepEvent
-from core.passes import Passes
+from core.exact_passes import Passes
 
 
 def forward_costs(model, length: int, row_counts: list[int], repeats: int = 30,
                   logit_rows: int = 1) -> dict[int, float]:
     """Seconds per forward computing n rows of a cache of `length` positions, n in row_counts
     (n >= length means a full forward), reading the logits of the last `logit_rows` of them (a decode
-    reads its block's masked rows), run as a decode runs them (core.passes.Passes: eagerly, or compiled
+    reads its block's masked rows), run as a decode runs them (core.exact_passes.Passes: eagerly, or compiled
     where the model's passes are). Shows how far a partial pass is from costing n / length."""
     device = model.embed.weight.device
     passes = Passes(model, length)
@@ -129,3 +129,27 @@ def pass_flops(cfg, rows: int, length: int, logit_rows: int) -> float:
     weights = cfg.dim * qkv + cfg.n_heads * cfg.head_dim * cfg.dim + 3 * cfg.dim * cfg.ffn_dim  # w13 is two
     attention = 2 * length * cfg.n_heads * cfg.head_dim  # q k^T, then p v
     return 2.0 * (cfg.n_layers * rows * (weights + attention) + logit_rows * cfg.dim * cfg.vocab_size)
+
+
+def gemm_rate(model, length: int, repeats: int = 20) -> float:
+    """FLOP/s this device reaches now, on the model's widest product of a full pass at `length` rows
+    (the FFN's gate and up projection), in the model's dtype and with the current thread count: the rate
+    a large product runs at, so what the arithmetic floor divides by. Measured at each call."""
+    cfg, weight = model.config, model.layers[0].ffn.w13.weight
+    x = torch.randn(length, cfg.dim, dtype=weight.dtype, device=weight.device)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.nn.functional.linear(x, weight)
+        sync(weight.device)
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            torch.nn.functional.linear(x, weight)
+        sync(weight.device)
+    return 2.0 * length * weight.shape[0] * weight.shape[1] * repeats / (time.perf_counter() - t0)
+
+
+def arithmetic_floor_s(cfg, rows: int, length: int, logit_rows: int, rate: float) -> float:
+    """The seconds a pass's arithmetic takes at `rate` FLOP/s (gemm_rate): what no pass in this dtype
+    can beat, however little overhead it has. On a CPU a pass of a few rows is bound by this, not by
+    reading its weights, which is why its floor is the larger of the two (docs/BENCHMARKS.md)."""
+    return pass_flops(cfg, rows, length, logit_rows) / rate

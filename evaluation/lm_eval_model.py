@@ -21,34 +21,26 @@ alone prints it and writes the results, each request once with the rank that dec
 Generation follows LLaDA's and Fast-dLLM's own evaluation: the whole canvas of gen_len tokens is
 decoded, then the text is cut at the first of the request's stop sequences (`until`); the task's
 max_gen_toks is not used, gen_len is. Only generation tasks run: the command line refuses a task
-that asks for likelihoods before anything loads, and such requests raise.
+that asks for likelihoods before anything loads (evaluation/lm_eval_run.py), and such requests raise.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 
 import torch
-from lm_eval.__main__ import cli_evaluate
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
-from lm_eval.tasks import TaskManager
 from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
-from core.decoder import DecodeConfig, generate
-from core.events import Totals
+from core.config import DecodeConfig, check_graphs
+from core.decoder import generate
 from core.loading import UnknownWordsError, answer_text, load_model, read_config, resolve, text_ids, unknown_words
-from core.passes import check_graphs
 from core.policies import POLICIES, make_policy
 from evaluation.lm_eval_ranks import Launch, check_launch, join
+from evaluation.lm_eval_speed import SpeedLog
 
 DECODE_ARGS = {p.name: p for p in DecodeConfig.parameters}  # gen_len, block_len, steps, threshold, ...
 GENERATION_ONLY = (
@@ -56,50 +48,6 @@ GENERATION_ONLY = (
     "bbh_cot_fewshot); {kind} requests need a likelihood a masked diffusion LM does not give exactly"
 )
 LIKELIHOOD_TYPES = ("loglikelihood", "loglikelihood_rolling", "multiple_choice")
-
-
-@dataclass
-class SpeedLog:
-    """What every request cost, per policy: the decoder's own totals, summed, and one record each."""
-
-    totals: dict[str, Totals] = field(default_factory=dict)
-    requests: list[dict] = field(default_factory=list)
-
-    def add(self, policy: str, totals: Totals, record: dict) -> None:
-        self.totals.setdefault(policy, Totals())
-        self.totals[policy] += totals
-        self.requests.append(record)
-
-    @classmethod
-    def merged(cls, logs: list[SpeedLog]) -> SpeedLog:
-        """Every rank's log as one: totals summed, records in the order of the task's documents (each
-        request's policy before its baseline, as its rank decoded them), whichever rank decoded them."""
-        out = cls()
-        for log in logs:
-            for policy, totals in log.totals.items():
-                out.totals.setdefault(policy, Totals())
-                out.totals[policy] += totals
-            out.requests += log.requests
-        out.requests.sort(key=lambda r: (str(r.get("task")), -1 if r.get("doc_id") is None else r["doc_id"]))
-        return out
-
-    def summary(self, policy: str, baseline: str | None) -> dict:
-        """tokens/s, full-step and rows fractions, decision overhead; the speedup over the baseline if run.
-        With several ranks the seconds are summed over them: tokens/s is per device, not the run's."""
-        t = self.totals.get(policy, Totals())
-        out = {
-            "requests": sum(r["policy"] == policy for r in self.requests),
-            "tokens_per_s": t.tokens_per_s,
-            "decode_s": t.compute_s,
-            "steps": t.steps,
-            "full_steps_fraction": t.full_steps / t.steps if t.steps else 0.0,
-            "rows_fraction": t.rows_fraction,
-            "decision_overhead": t.decision_s / t.compute_s if t.compute_s else 0.0,
-            "capture_s": t.capture_s,  # CUDA graphs captured on first use: not in decode_s
-        }
-        if baseline is not None and baseline in self.totals and t.compute_s:
-            out["speedup_vs_" + baseline] = self.totals[baseline].compute_s / t.compute_s
-        return out
 
 
 def parse_model_args(args: dict) -> tuple[str, dict, str | None, dict, dict]:
@@ -298,95 +246,3 @@ def render_chat(tokenizer, messages: list[dict[str, str]], add_generation_prompt
         ids += text_ids(tokenizer, before) + text_ids(tokenizer, message["content"], split_special_tokens=True)
         rendered += before + message["content"]
     return rendered + rest, ids + text_ids(tokenizer, rest)
-
-
-
-def run_cli(argv: list[str]) -> int:
-    """lm-eval's own command line with `entropycache` registered; then the speed summary, gathered from
-    every rank, printed after lm-eval's accuracy table and added to the results JSON it wrote (key
-    `entropycache_speed`), by rank 0 alone."""
-    refuse_likelihood_tasks(argv)
-    started = time.time()
-    EntropyCacheLM.last = None
-    saved, sys.argv = sys.argv, ["lm-eval", *argv]
-    try:
-        cli_evaluate()
-    finally:
-        sys.argv = saved
-    lm = EntropyCacheLM.last
-    if lm is None:
-        return 0
-    speed = lm.gathered_speed()
-    if lm.accelerator is not None:
-        lm.accelerator.end_training()  # leaves the process group (torch warns at exit otherwise)
-    if speed is None or not speed.requests:
-        return 0
-    print("entropycache speed:\n" + lm.speed_table(speed))
-    summary = lm.speed_summary(speed)
-    for results in _results_written(argv, started):
-        data = json.loads(results.read_text())
-        data["entropycache_speed"] = summary
-        results.write_text(json.dumps(data, indent=2, default=str))
-        print(f"speed summary added to {results}")
-    return 0
-
-
-def refuse_likelihood_tasks(argv: list[str]) -> None:
-    """A ValueError if lm-eval's arguments run model `entropycache` on any task that asks for
-    likelihoods: lm-eval builds the model before its tasks and runs request types in the order the
-    tasks come, so a likelihood task would otherwise fail after the weights load, or after hours of
-    generation for the tasks before it."""
-    ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--model", "-M")
-    ap.add_argument("--tasks", "-t", nargs="+", default=[])
-    ap.add_argument("--include_path")
-    args, _ = ap.parse_known_args(argv)
-    names = [name for arg in args.tasks for name in arg.split(",") if name]
-    if args.model != "entropycache" or not names:
-        return
-    # Indexing lm-eval's own thousands of task files takes seconds: a run of tasks of one's own folder skips it.
-    own = TaskManager(include_path=args.include_path, include_defaults=False) if args.include_path else None
-    found, unknown = likelihood_tasks(own.task_index if own else {}, names)
-    if unknown:
-        found, _ = likelihood_tasks(TaskManager(include_path=args.include_path).task_index, names)
-    if found:
-        listed = ", ".join(f"{name} ({kind})" for name, kind in list(found.items())[:4])
-        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
-        kinds = "/".join(sorted(set(found.values())))
-        raise ValueError(f"{GENERATION_ONLY.format(kind=kinds)}: --tasks holds {listed}{more}")
-
-
-def likelihood_tasks(index: Mapping, names: list[str]) -> tuple[dict[str, str], list[str]]:
-    """({task: its output type} for the tasks among `names`, groups and tags opened, that ask for
-    likelihoods, as lm-eval's task index declares them; the names the index does not hold). No task is
-    built (building one loads its data); what the index leaves unsaid (a Python task, a type a group
-    sets) passes, and its requests raise later."""
-    found, unknown, todo, seen = {}, [], list(reversed(names)), set()
-    while todo:
-        name = todo.pop()
-        if not isinstance(name, str) or name in seen:
-            continue
-        seen.add(name)
-        entry = index.get(name)
-        if entry is None:
-            unknown.append(name)
-            continue
-        cfg = entry.cfg or {}
-        if entry.kind.name == "TAG":
-            todo += sorted(entry.tags, reverse=True)
-        elif entry.kind.name == "GROUP":
-            members = cfg.get("task") if isinstance(cfg.get("task"), list) else []
-            todo += [m.get("task", m.get("group")) if isinstance(m, dict) else m for m in reversed(members)]
-        elif cfg.get("output_type") in LIKELIHOOD_TYPES:
-            found[name] = cfg["output_type"]
-    return found, unknown
-
-
-def _results_written(argv: list[str], since: float) -> list[Path]:
-    """The results JSON files lm-eval wrote under --output_path during this run."""
-    for flag in ("--output_path", "-o"):
-        if flag in argv and argv.index(flag) + 1 < len(argv):
-            root = Path(argv[argv.index(flag) + 1])
-            found = [root] if root.suffix == ".json" else root.rglob("results_*.json")
-            return [p for p in found if p.exists() and p.stat().st_mtime >= since]
-    return []

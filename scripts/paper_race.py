@@ -36,7 +36,7 @@ from app.race.decode import race_snapshots  # noqa: E402
 from app.race.time_panel import pass_costs  # noqa: E402
 from app.serving.device_thread import decode_threads  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL, build_registry  # noqa: E402
-from core.decoder import DecodeConfig  # noqa: E402
+from core.config import DecodeConfig  # noqa: E402
 from core.loading import answer_text, chat_prompt_ids  # noqa: E402
 from evaluation.bench import Contender, bench_progress, bench_rows  # noqa: E402
 from evaluation.forward_cost import TimeSplit, forward_costs  # noqa: E402

@@ -9,6 +9,7 @@ importing every module of core, and of evaluation, at run time loads none of its
 import ruff cannot see, e.g. importlib's).
 """
 
+import ast
 import json
 import subprocess
 import sys
@@ -83,6 +84,29 @@ for m in pkgutil.walk_packages({package}.__path__, "{package}."):
         if e.name.split(".")[0] in banned:
             raise
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in banned)
+assert not loaded, loaded
+"""
+    done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_app_serving_imports_nothing_of_app_controls():
+    """The controls check what a visitor asked for and hand it to serving to run: app/controls imports
+    app/serving, never the other way round. Every import of every serving module, a function's own too,
+    read from its source; then every one imported at run time, which loads no module of app/controls."""
+    serving = sorted((ROOT / "app" / "serving").rglob("*.py"))
+    assert serving
+    for path in serving:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n == "app.controls" or n.startswith("app.controls.")], path
+    check = """
+import importlib, pkgutil, sys
+import app.serving
+for m in pkgutil.walk_packages(app.serving.__path__, "app.serving."):
+    importlib.import_module(m.name)
+loaded = sorted(m for m in sys.modules if m == "app.controls" or m.startswith("app.controls."))
 assert not loaded, loaded
 """
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -29,8 +29,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from core.config import ModelConfig
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig, ModelConfig
 from core.loading import read_config
 from core.model import DiffusionTransformer
 from evaluation.outputs import unwritable
@@ -88,7 +87,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gen-len", type=int, default=GEN_LEN, help="the decode default saved in config.json")
     ap.add_argument("--story-temperature", type=float, default=0.0,
                     help="the sampling temperature config.json declares for the stories task (0: greedy, "
-                         "nothing declared); core.decoder.DecodeConfig.for_model applies it to stories")
+                         "nothing declared); core.config.DecodeConfig.for_model applies it to stories")
     ap.add_argument("--max-seq-len", type=int, default=1024,
                     help="positions the model declares (1024: an 8-shot prompt, ~700 tokens, and a 256-token canvas)")
     ap.add_argument("--save-every", type=int, default=200)

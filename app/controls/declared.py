@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
+from core.params import value_text
 from core.policies import POLICIES, Param
-from core.policies.params import value_text
 
 OURS = "entropy"  # the policy of the Race's right-hand lane; the left-hand one is the visitor's pick
 DEFAULT_COMPARED = "none"  # core's name of the exact decoder, the policy without a cache

@@ -1,5 +1,5 @@
 """The input panel a Race or Drift tab starts with: prompt, example prompts, model picker, Run/Stop, and
-a slider per control; and the Run it sends (PanelTab).
+a slider per control; and the check of the Run it sends (ControlsTab, a PanelTab: app/serving/panel_tab.py).
 
 A slider's range is its control's (app/controls/declared.py), which the handler checks again: the HTTP
 API accepts any value, and the sliders hand it on as sent (raw_slider; in the page a value typed out of
@@ -11,21 +11,22 @@ tabs each have a panel.
 from __future__ import annotations
 
 from abc import ABCMeta
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import gradio as gr
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
-from app.controls.run import RawRun, Run, RunJob, check_run
+from app.controls.run import RawRun, Run, check_run
 from app.serving.context import AppContext
 from app.serving.examples import Example
+from app.serving.panel_tab import PanelTab
 from app.serving.registry import ModelChoice, ModelRegistry
-from app.serving.runner import Outputs, TabRunner, TabView
+from app.serving.runner import Outputs
 from app.widgets.banner import refusing
 from app.widgets.inert import inert
-from core.policies.params import shown
+from core.refusal import shown
 
 C = TypeVar("C", bound=gr.components.Component)
 CONTROLS_PER_ROW = 4  # the sliders' rows, in the controls' declared order
@@ -62,7 +63,7 @@ def as_sent(component: C) -> C:
     """`component`, its value handed to the handler as the client sent it (no preprocess check).
 
     For a dropdown or a radio, Gradio's own check of the choices answers outside the tab's status line,
-    in its words; every handler that takes one checks it itself (app/controls/sent.py check_choice).
+    in its words; every handler that takes one checks it itself (app/serving/sent.py check_choice).
     The component becomes an instance of its class's raw twin: a session's copy of a component (which
     Gradio makes from the class whenever a handler updates it) stays raw too."""
     component.__class__ = _raw_twin(type(component))
@@ -304,57 +305,13 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     return run_event
 
 
-class PanelView(TabView):
-    """One run of a PanelTab in its panels: `renderer(model, tokenizer, run)` turns the snapshots of
-    `decode` into updates (with `empty(message)` before the first, and the prompt ids it decodes),
-    which `panels.show` draws; `panels.cleared()` are no results, so a new run's go at once."""
-
-    def __init__(self, run: Run, panels: Any, throttle_s: float, renderer: Callable, decode: Callable) -> None:
-        super().__init__(run.choice, panels.status)
-        self.run, self.panels, self.throttle_s = run, panels, throttle_s
-        self.make_renderer, self.decode = renderer, decode
-        self.renderer: Any = None
-
-    def loading(self, text: str) -> Outputs:
-        return self.message(text) | self.panels.cleared()
-
-    def start(self, model: Any, tokenizer: Any) -> tuple[Outputs, RunJob]:
-        self.renderer = self.make_renderer(model, tokenizer, self.run)
-        first = self.panels.show(self.renderer.empty("Starting...")) | self.panels.cleared()
-        return first, RunJob(self.decode, self.run, self.renderer.prompt_ids, self.throttle_s)
-
-    def show(self, snapshot: Any) -> Outputs:
-        return self.panels.show(self.renderer.update(snapshot))
-
-
-class PanelTab:
-    """A tab whose Run sends its input panel (the Race, the Drift tab): the handler checks what was sent
-    once (check_run) and streams the run as a PanelView. A subclass says what its policy picker offers,
-    whether EntropyCache races the pick, and how a run decodes (`decode`, its snapshots) and is drawn
-    (`renderer`, into the tab's panels)."""
+class ControlsTab(PanelTab):
+    """A PanelTab whose input panel is build_inputs': what a Run sends is checked once by check_run. A
+    subclass says what its policy picker offers and whether EntropyCache races the pick."""
 
     offered: ClassVar[list[str]]
     against_ours: ClassVar[bool]
-    name: ClassVar[str]  # the tab's, as a visitor's runs under way are counted per tab
-    renderer: ClassVar[Callable]  # (model, tokenizer, run) -> the run's renderer
-    decode: ClassVar[Callable]  # (model, prompt_ids, run, throttle_s, should_stop) -> snapshots
 
-    def __init__(self, ctx: AppContext, inputs: Inputs, panels: Any) -> None:
-        self.ctx, self.inputs, self.panels = ctx, inputs, panels
-        self.runner = TabRunner(ctx, panels.status, tab=self.name)
-
-    @property
-    def status(self) -> gr.HTML:
-        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
-        return self.panels.status
-
-    def view(self, run: Run) -> PanelView:
-        return PanelView(run, self.panels, self.ctx.throttle_s, self.renderer, self.decode)
-
-    def run(self, request: gr.Request | None = None, **sent: object) -> Iterator[Outputs]:
-        """Check, then stream the run: the tab's panels after each throttled snapshot.
-
-        `sent`: the panel's inputs by name (Inputs.for_run), as the HTTP API names them too."""
-        raw = RawRun.of(sent)
-        yield from self.runner.run(request, lambda: self.view(check_run(self.ctx.registry, raw, self.offered,
-                                                                        self.against_ours)))
+    def checked(self, sent: dict) -> Run:
+        """`sent`: the panel's inputs by name (Inputs.for_run)."""
+        return check_run(self.ctx.registry, RawRun.of(sent), self.offered, self.against_ours)

@@ -10,7 +10,7 @@ built, so no raw value travels further and nothing is built twice. No gradio her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -23,13 +23,12 @@ from app.controls.declared import (
     changed_settings,
     decode_config,
 )
-from app.controls.sent import check_choice
 from app.serving.budget import Decode, check_decodes
 from app.serving.registry import ModelChoice, ModelRegistry, prompt_tokens
-from core.decoder import DecodeConfig
+from app.serving.sent import check_choice
+from core.config import DecodeConfig
 from core.loading import chat_prompt_ids, check_unicode
 from core.policies import CachePolicy, make_policy
-from core.policies.entropy import EntropyCache
 
 MAX_PROMPT_CHARS = 6000  # the longest example prompt (a passage of ~1,000 tokens) is ~4,500
 
@@ -51,6 +50,13 @@ class RawRun(NamedTuple):
         return cls(sent.get("prompt"), sent.get("model"), sent.get("policy"), numbers, compared)
 
 
+def entropy_threshold(policy: CachePolicy) -> float | None:
+    """The tau a policy that decides by entropy (CachePolicy.decides_by_entropy) was built with; None for
+    any other. A live lane's tau is read here alone (its LaneLabel carries it to the plots; the Drift tab's
+    run reads it from its lane); a recorded lane's is the trace's (app/race/trace_reader.py)."""
+    return policy.params()["tau"] if policy.decides_by_entropy else None
+
+
 def decoding_of(config: DecodeConfig) -> dict:
     """A decode's settings as a trace records them and a lane's label reads them (None: an optional one unset)."""
     return {p.name: getattr(config, p.name) for p in DecodeConfig.parameters}
@@ -68,6 +74,11 @@ class LaneRun:
     @property
     def decoding(self) -> dict:
         return decoding_of(self.config)
+
+    @property
+    def tau(self) -> float | None:
+        """The entropy its policy decides its full steps against (None: a policy that decides by none)."""
+        return entropy_threshold(self.policy)
 
 
 @dataclass(frozen=True)
@@ -96,8 +107,8 @@ class Run:
 
     @property
     def tau(self) -> float | None:
-        """EntropyCache's threshold in this run (None: no lane decides by entropy)."""
-        return next((lane.policy.tau for lane in self.lanes if isinstance(lane.policy, EntropyCache)), None)
+        """EntropyCache's threshold in this run, as its lane's policy has it (None: no lane decides by entropy)."""
+        return next((lane.tau for lane in self.lanes if lane.tau is not None), None)
 
     def ids(self, tokenizer) -> list[int]:
         """The prompt ids every lane decodes (core.loading.chat_prompt_ids), tokenized once."""
@@ -108,21 +119,6 @@ class Run:
         """The most steps a lane takes: one token per step, or `steps`. (With a threshold a block runs
         until it is done, at least one token a step: gen length steps at most.)"""
         return max(lane.config.max_steps for lane in self.lanes)
-
-
-@dataclass(frozen=True)
-class RunJob:
-    """A Race or Drift run as its device decodes it (the tab runner's Job): `decode` is the tab's
-    snapshots function (app/race/decode.py race_snapshots, app/drift/decode.py drift_snapshots), a
-    module-level function, so the job stays plain data that pickles into ZeroGPU's worker."""
-
-    decode: Callable[..., Iterator]  # (model, prompt_ids, run, throttle_s, should_stop) -> snapshots
-    run: Run
-    prompt_ids: list[int]
-    throttle_s: float
-
-    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool]) -> Iterator:
-        return self.decode(model, self.prompt_ids, self.run, self.throttle_s, should_stop)
 
 
 def check_prompt(prompt: object) -> str:
@@ -160,7 +156,7 @@ def check_run(registry: ModelRegistry, raw: RawRun, offered: Sequence[str], agai
     config = decode_config(values, registry.graphs)
     own = {c.param.name: peers.get(key, c.default) for key, c in PEER_CONTROLS.items() if c.policy == raw.policy}
     ours = {c.param.name: values[key] for key, c in RUN_CONTROLS.items() if c.policy == OURS}
-    ids = registry.check_prompt(choice.label, text)
+    ids = registry.check_prompt(choice, text)
     prompt_len = prompt_tokens(ids, text)
     settings = {"prompt": text, "model": choice.label, "policy": str(raw.policy), **values, "compared_params": own}
     lanes = race_lanes(str(raw.policy), own, ours, config) if against_ours else (

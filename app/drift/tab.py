@@ -13,14 +13,14 @@ import gradio as gr
 from gradio.blocks import Block
 
 from app.controls.declared import probed_policies
-from app.controls.panel import PanelTab, build_inputs, raw_slider, wire_inputs
+from app.controls.panel import ControlsTab, build_inputs, raw_slider, wire_inputs
 from app.drift.decode import drift_snapshots
 from app.drift.plots import placeholder
 from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
-from core.policies.params import shown
+from core.refusal import shown
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics
@@ -79,7 +79,7 @@ class DriftPanels:
                 self.step: gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True)}
 
 
-class DriftTab(PanelTab):
+class DriftTab(ControlsTab):
     """The picked policy, probed; and the Explain panel over the decode."""
 
     offered = probed_policies()

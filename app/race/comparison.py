@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.controls.declared import OURS, VANILLA, shown_policy
+from app.controls.declared import VANILLA, shown_policy
 from app.controls.run import LaneRun
 from app.race.decode import Lane
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 
 SIDE_TITLES = {"left": "Left: compared", "middle": "Middle: compared at EntropyCache's settings",
                "right": "Right: EntropyCache"}
@@ -25,16 +25,17 @@ OUR_NAME = "EntropyCache"
 
 @dataclass(frozen=True)
 class LaneLabel:
-    """One lane as the race shows it: its side, its policy as the policy describes itself, and its
-    decode settings (DecodeConfig's declared fields; None: unset)."""
+    """One lane as the race shows it: its side, its policy as the policy describes itself, its decode
+    settings (DecodeConfig's declared fields; None: unset) and the tau its policy decides by."""
 
     side: str  # left, middle or right
     policy: str  # as the app names it (shown_policy): vanilla, dual, entropy(tau=1.0, k=2)
     decoding: dict
+    tau: float | None = None  # the policy's entropy threshold (app/controls/run.py entropy_threshold); None: none
 
     @classmethod
     def of(cls, lane: LaneRun) -> LaneLabel:
-        return cls(lane.side, shown_policy(lane.policy.describe()), lane.decoding)
+        return cls(lane.side, shown_policy(lane.policy.describe()), lane.decoding, lane.tau)
 
     @property
     def title(self) -> str:
@@ -43,11 +44,6 @@ class LaneLabel:
     @property
     def cached(self) -> bool:
         return self.policy != VANILLA
-
-    @property
-    def uses_tau(self) -> bool:
-        """EntropyCache's lane: a policy that decides by entropy against tau."""
-        return self.policy.split("(")[0] == OURS
 
     @cached_property
     def config(self) -> DecodeConfig:

@@ -22,7 +22,8 @@ from app.serving.closing import close
 from app.widgets.throttle import DEFAULT_THROTTLE_S, Throttle
 from core.decoder import decode
 from core.events import StepEvent
-from core.passes import CAPTURED, capture_ahead, capture_failure, prepared_by
+from core.passes import capture_failure
+from core.warmup import CAPTURED, capture_ahead, prepared_by
 from evaluation.forward_cost import weight_read_floor_s
 
 

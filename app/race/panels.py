@@ -17,7 +17,7 @@ import pandas as pd
 from gradio.blocks import Block
 
 from app.race.comparison import SIDE_TITLES
-from app.race.render import Final, LaneView, Update
+from app.race.render import LANE_PARTS, Final, LaneView, Update
 from app.race.speed import SUMMARY_HEADERS, SUMMARY_WIDTHS
 from app.serving.runner import Outputs
 from app.widgets.banner import banner
@@ -25,7 +25,6 @@ from app.widgets.lane_plots import entropy_placeholder, rows_placeholder
 from app.widgets.text_view import LEGEND
 
 SIDES = tuple(SIDE_TITLES)  # left, middle, right
-LANE_PARTS = ("speed", "text", "entropy", "rows")  # what a race and a replay draw in a lane at every update
 LANES = tuple(f"{side}.{part}" for side in SIDES for part in LANE_PARTS)
 # What an API client gets, by name, in order. The middle lane's column is among a handler's outputs (it
 # is shown or hidden) but, a layout block, not among the HTTP API's.
@@ -47,6 +46,9 @@ CSS = """
 
 @dataclass(frozen=True)
 class LanePanels:
+    """A lane's panels: one per part it draws at every update (LANE_PARTS, named as LaneView's), the
+    replay's story and the final text."""
+
     speed: gr.HTML
     text: gr.HTML
     story: gr.Markdown  # the replay's story of the step on screen, under the text
@@ -55,8 +57,7 @@ class LanePanels:
     final: gr.Textbox  # the lane's final text, under "Result"
 
     def show(self, lane: LaneView) -> Outputs:
-        return {self.speed: lane.speed_html, self.text: lane.text_html, self.entropy: lane.entropy_fig,
-                self.rows: lane.rows_fig}
+        return {getattr(self, part): getattr(lane, part) for part in LANE_PARTS}
 
 
 @dataclass(frozen=True)

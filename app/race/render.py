@@ -7,7 +7,7 @@ Data flows one way: the decoder yields events, this module only reads them. No g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -26,11 +26,19 @@ from core.loading import answer_text
 
 @dataclass(frozen=True)
 class LaneView:
-    speed_html: str
-    text_html: str
-    entropy_fig: go.Figure
-    rows_fig: go.Figure
+    """A lane as drawn at one update: each part under the name of the lane's panel it fills (LANE_PARTS),
+    and the tokens behind them."""
+
+    speed: str  # HTML: its speed and steps
+    text: str  # HTML: the response, token by token
+    entropy: go.Figure  # the entropy trace
+    rows: go.Figure  # the rows each step recomputed
     tokens: list[int]  # the response as the last step left it (mask id where masked)
+
+
+# What a race and a replay draw in a lane at every update, by the name of the lane's panel (and of the
+# HTTP API's output: 'left.rows'): LaneView's parts, declared there once.
+LANE_PARTS = tuple(f.name for f in fields(LaneView) if f.name != "tokens")
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,6 @@ class Layout:
 
     text: TokenText
     gen_len: int
-    tau: float
     max_steps: int  # the most steps a lane may take: the plots' step axis at the longest
     n_layers: int
     prompt_len: int
@@ -77,7 +84,7 @@ class Layout:
         cfg = model.config
         labels = tuple(LaneLabel.of(lane) for lane in run.lanes)
         return cls(TokenText(tokenizer, cfg.mask_token_id, cfg.eos_token_ids), run.config.gen_len,
-                   run.tau, run.max_steps, cfg.n_layers, prompt_len, labels, changed=run.changed)
+                   run.max_steps, cfg.n_layers, prompt_len, labels, changed=run.changed)
 
 
 class Renderer:
@@ -118,12 +125,11 @@ class Renderer:
         label = lay.labels[i]
         cursor = lane.last.step if self.cursor and lane.last else None
         span = step_axis(len(lane.events), lay.max_steps)
-        tau = lay.tau if label.uses_tau else None
         view = LaneView(
-            speed_html=speed_html(lane, label),
-            text_html=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
-            entropy_fig=entropy_figure(lane.events, tau, span, cursor, label.cached),
-            rows_fig=rows_figure(lane.events, lay.n_layers, span, lay.length, lay.prompt_len, cursor),
+            speed=speed_html(lane, label),
+            text=render_text(lane.last, lay.text, lay.gen_len, confidence_by_position(lane.events)),
+            entropy=entropy_figure(lane.events, label.tau, span, cursor, label.cached),
+            rows=rows_figure(lane.events, lay.n_layers, span, lay.length, lay.prompt_len, cursor),
             tokens=list(lane.last.tokens) if lane.last else [],
         )
         self._cache[i] = (*key, view)

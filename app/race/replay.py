@@ -56,8 +56,8 @@ class Replay:
         s, m = t.settings, t.model
         max_steps = max(s["gen_len"], *(len(lane.events) for lane in t.lanes))
         text = TokenText.from_pieces(m.pieces, m.sep, m.mask_id, m.eos_ids)
-        labels = tuple(LaneLabel(lane.side, lane.policy, lane.decoding) for lane in t.lanes)
-        return Layout(text, s["gen_len"], s["tau"], max_steps, m.n_layers, len(t.prompt_ids), labels, t.floor_s)
+        labels = tuple(LaneLabel(lane.side, lane.policy, lane.decoding, lane.tau) for lane in t.lanes)
+        return Layout(text, s["gen_len"], max_steps, m.n_layers, len(t.prompt_ids), labels, t.floor_s)
 
     def counts(self, n: int) -> tuple[int, ...]:
         """How many steps of each lane the first n frames show."""

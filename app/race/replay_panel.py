@@ -35,7 +35,7 @@ from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
 from app.widgets.explain import explain_step
 from app.widgets.throttle import DEFAULT_THROTTLE_S
-from core.policies.params import shown as shown_value
+from core.refusal import shown as shown_value
 
 HELP = """### Replay (teaching mode)
 Replay the race above from its recorded steps, slowed down: every lane stays on the shared clock of

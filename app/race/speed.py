@@ -13,7 +13,7 @@ from app.race.comparison import Comparison, LaneLabel, factors, speedup
 from app.race.decode import Lane
 from app.race.parted import partings
 from app.widgets.banner import banner, changes_html
-from core.passes import CAPTURED, COMPILED
+from core.warmup import CAPTURED, COMPILED
 
 SUMMARY_HEADERS = ["side", "policy", "decoding", "steps", "full steps", "rows computed", "compute s", "tokens",
                    "tokens/s", "speedup vs left", "agreement with left", "parts from left at token"]

@@ -18,13 +18,13 @@ from functools import partial
 import gradio as gr
 
 from app.controls.declared import RUN_CONTROLS, raced_policies
-from app.controls.panel import Inputs, Opening, PanelTab, build_inputs, press, wire_inputs
+from app.controls.panel import ControlsTab, Inputs, Opening, build_inputs, press, wire_inputs
 from app.controls.presets import DEFAULT_PRESET, PRESETS, Preset
 from app.race.decode import race_snapshots
 from app.race.panels import build_race_panels
 from app.race.render import RaceRenderer
 from app.race.replay_panel import build_replay_panel
-from app.serving.context import AppContext
+from app.serving.context import AppContext, WarmShape
 from app.serving.registry import ModelRegistry
 from app.serving.runner import Outputs
 from app.widgets.banner import refusing
@@ -33,8 +33,8 @@ INTRO = """# EntropyCache: a decode race
 Two decoders answer the same prompt, side by side, on one clock of measured compute time: the faster
 finishes first. **Left:** *vanilla* decoding, the paper's baseline (no cache). **Right:** EntropyCache,
 which reuses its cache until a step decodes an uncertain token. Press a preset (or Run) to watch a race."""
-HOW_IT_WORKS = """Both lanes unmask the same prompt with the same seed. Vanilla decoding (or any policy you pick
-for the left lane) recomputes every row at every step, one token per step. EntropyCache recomputes the
+HOW_IT_WORKS = """Both lanes unmask the same prompt with the same seed. Vanilla decoding recomputes every row
+at every step, one token per step (the left lane may race another cache instead). EntropyCache recomputes the
 whole cache only after a step that decoded an uncertain token (max entropy above *tau*), here with
 parallel decoding (every token above a confidence threshold unmasked at once). When the two decode at
 different settings, a **middle** lane runs the compared policy at EntropyCache's settings, so the
@@ -44,7 +44,7 @@ visitors' runs never count. A cache pays where the prompt is long: the presets r
 prompt, as the paper does."""
 
 
-class RaceTab(PanelTab):
+class RaceTab(ControlsTab):
     """The compared lane (the pick) against EntropyCache."""
 
     offered = raced_policies()
@@ -57,6 +57,12 @@ class RaceTab(PanelTab):
 def preset_opening(preset: Preset) -> Opening:
     """The inputs as `preset` sets them, on a model's long example."""
     return Opening(preset.policy, lambda choice: choice.paper_example, preset.controls())
+
+
+def preset_shape(preset: Preset) -> WarmShape:
+    """The race `preset` sets up, as the warm-up readies it ahead: on a model's long example."""
+    values = preset.controls()
+    return WarmShape(preset_opening(preset).example, values["gen_len"], values["block_len"], preset.lanes)
 
 
 def preset_inputs(registry: ModelRegistry, inputs: Inputs, preset: Preset, label: str) -> Outputs:
@@ -102,6 +108,7 @@ def build_race_tab(ctx: AppContext) -> RaceTab:
     panels = build_race_panels()
     wire_presets(ctx.registry, inputs, buttons, panels.status)
     tab = RaceTab(ctx, inputs, panels)
+    ctx.warm_shapes = (preset_shape(DEFAULT_PRESET),)  # the race a visitor finds on the page starts at once
     wire_inputs(inputs, ctx, tab.run, panels.outputs(), "run", panels.status)
     build_replay_panel(panels, inputs.run, forgotten=lambda session: ctx.forgotten(session))  # set once served
     return tab

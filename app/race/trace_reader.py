@@ -1,7 +1,7 @@
 """Reading a trace back for a replay (app/race/replay.py): the app's own export (app/race/trace.py), read strictly,
 since a visitor may upload anything. Size first, then JSON, then every field's type and range and the
-events' consistency with each other; an error names where it is (`lanes[1].events[7].confidences[0]`)
-and what was expected. No gradio here.
+events' consistency with each other (each value read as app/race/strict_json.py reads JSON); an error
+names where it is (`lanes[1].events[7].confidences[0]`) and what was expected. No gradio here.
 """
 
 from __future__ import annotations
@@ -12,11 +12,24 @@ from dataclasses import dataclass, fields
 
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, shown_policy
 from app.controls.run import decoding_of
+from app.race.strict_json import (
+    kind_of,
+    quoted,
+    read_bool,
+    read_int,
+    read_ints,
+    read_list,
+    read_number,
+    read_numbers,
+    read_object,
+    read_optional_number,
+    read_text,
+)
 from app.race.trace import OLD_FORMATS, TRACE_FORMAT, TraceModel
 from app.serving.budget import position_budget
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.events import StepEvent, Totals
-from core.loading import check_unicode
+from core.policies import POLICIES
 
 MAX_TRACE_BYTES = 32 * 2**20  # a 512-token race on a long prompt writes ~5 MB
 MAX_EVENTS = 4096  # per lane
@@ -37,11 +50,6 @@ TOTALS_FIELDS = [f.name for f in fields(Totals)]
 # Fields a step's event and totals gained after this format was first written out: a trace from
 # before them has none and reads as what they were then (pass times as not recorded).
 LATER_FIELDS = {"capture_s": 0.0, "kv_change": None, "forward_s": None, "choice_s": None}
-DECODING = [p.name for p in DecodeConfig.parameters]
-# A declared setting a trace does not record (one declared after it was written: top_p, top_k, alg,
-# schedule, EntropyCache's scope) reads as its declared default, which is what that decode ran at.
-DECODING_DEFAULTS = {p.name: p.default for p in DecodeConfig.parameters}
-CONTROL_DEFAULTS = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class RecordedLane:
     text: str
     finish_rank: int | None
     events: list[StepEvent]
+    tau: float | None = None  # the entropy its policy decided by (None: a policy that decides by none)
 
 
 @dataclass(frozen=True)
@@ -73,30 +82,30 @@ def read_trace(data: bytes) -> Trace:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"The trace is not JSON: {str(e)[:200]}") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"the trace: expected an object, got {_kind(raw)}")
+        raise ValueError(f"the trace: expected an object, got {kind_of(raw)}")
     fmt = raw.get("format")
     if fmt not in (TRACE_FORMAT, *OLD_FORMATS):
-        raise ValueError(f"format: expected {TRACE_FORMAT!r} (a trace this app downloads), got {_show(fmt)}")
+        raise ValueError(f"format: expected {TRACE_FORMAT!r} (a trace this app downloads), got {quoted(fmt)}")
     current = fmt == TRACE_FORMAT
-    top = _object(raw, "the trace", ("format", "model", "settings", "prompt_ids", "speedup", "lanes")
-                  + (("weight_floor_s",) if current else ()))
+    top = read_object(raw, "the trace", ("format", "model", "settings", "prompt_ids", "speedup", "lanes")
+                      + (("weight_floor_s",) if current else ()))
     settings = _settings(top["settings"])
-    prompt_ids = [_int(v, f"prompt_ids[{i}]", 0, MAX_ID) for i, v in enumerate(_list(top["prompt_ids"], "prompt_ids",
-                                                                                        MAX_LENGTH))]
+    prompt_ids = read_ints(top["prompt_ids"], "prompt_ids", MAX_LENGTH, 0, MAX_ID)
     if not prompt_ids or len(prompt_ids) + settings["gen_len"] > MAX_LENGTH:
         raise ValueError(f"prompt_ids: expected 1 to {MAX_LENGTH - settings['gen_len']} ids, got {len(prompt_ids)}")
     model = _model(top["model"])
-    speedup = None if top["speedup"] is None else _number(top["speedup"], "speedup", 0, 1e6)
+    speedup = None if top["speedup"] is None else read_number(top["speedup"], "speedup", 0, 1e6)
     floor_s = top.get("weight_floor_s")
-    floor_s = None if floor_s is None else _number(floor_s, "weight_floor_s", 0, MAX_STEP_S)
-    lanes = _list(top["lanes"], "lanes", 3 if current else 2)
+    floor_s = None if floor_s is None else read_number(floor_s, "weight_floor_s", 0, MAX_STEP_S)
+    lanes = read_list(top["lanes"], "lanes", 3 if current else 2)
     if len(lanes) not in (SIDES if current else (2,)):
         allowed = " or ".join(f"{n} ({', '.join(sides)})" for n, sides in SIDES.items() if current or n == 2)
         raise ValueError(f"lanes: expected {allowed} lanes, got {len(lanes)}")
     shape = _Shape(len(prompt_ids), settings["gen_len"], model)
     run_decoding = None if current else _run_decoding(settings)
     sides = SIDES[len(lanes)]
-    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding) for i, lane in enumerate(lanes))
+    read = tuple(_lane(lane, f"lanes[{i}]", sides, i, shape, run_decoding, settings["tau"])
+                 for i, lane in enumerate(lanes))
     work = sum((len(prompt_ids) + settings["gen_len"]) * len(lane.events) for lane in read)
     if work > MAX_WORK:  # what a replay draws, frame by frame, grows with it
         raise ValueError(f"The trace's race did {work:,} positions of work (positions x steps, over its lanes); "
@@ -116,52 +125,55 @@ class _Shape:
 
 
 def _settings(raw: object) -> dict:
-    s = _object(_with_defaults(raw, CONTROL_DEFAULTS), "settings", ("prompt", "model", "policy", *RUN_CONTROLS,
-                                                                    "compared_params"))
+    defaults = {name: control.default for name, control in RUN_CONTROLS.items()}  # 0: an optional one unset
+    s = read_object(_with_defaults(raw, defaults), "settings",
+                    ("prompt", "model", "policy", *RUN_CONTROLS, "compared_params"))
     for name in ("prompt", "model", "policy"):
-        _str(s[name], f"settings.{name}", MAX_TEXT)
+        read_text(s[name], f"settings.{name}", MAX_TEXT)
     s["policy"] = shown_policy(s["policy"])  # a trace written before the app named `none` vanilla reads alike
     for name, control in RUN_CONTROLS.items():  # as every run's controls are checked
         try:
             s[name] = control.check(s[name])
         except ValueError as e:
             raise ValueError(f"settings.{name}: {e}") from None
-    compared = _object(s["compared_params"], "settings.compared_params", (), optional=True)
+    compared = read_object(s["compared_params"], "settings.compared_params", (), optional=True)
     for name, value in compared.items():
         if name not in PEER_PARAMS:  # a name the message repeats: one the app declares, never the trace's own text
-            raise ValueError(f"settings.compared_params: {_show(name)} is no compared policy's parameter")
-        _number(value, f"settings.compared_params.{name}", -1e9, 1e9)
+            raise ValueError(f"settings.compared_params: {quoted(name)} is no compared policy's parameter")
+        read_number(value, f"settings.compared_params.{name}", -1e9, 1e9)
     return s
 
 
 def _model(raw: object) -> TraceModel:
-    m = _object(raw, "model", ("mask_id", "eos_ids", "n_layers", "sep", "pieces"))
-    pieces = _object(m["pieces"], "model.pieces", (), optional=True)
+    m = read_object(raw, "model", ("mask_id", "eos_ids", "n_layers", "sep", "pieces"))
+    pieces = read_object(m["pieces"], "model.pieces", (), optional=True)
     if len(pieces) > MAX_PIECES:
         raise ValueError(f"model.pieces: at most {MAX_PIECES} tokens, got {len(pieces)}")
     text = {}
     for key, piece in pieces.items():
         if not (key.isascii() and key.isdigit()) or int(key) > MAX_ID:
-            raise ValueError(f"model.pieces: {_show(key)} is not a token id")
-        text[int(key)] = _str(piece, f"model.pieces[{key}]", MAX_CHARS)
-    eos = [_int(v, f"model.eos_ids[{i}]", 0, MAX_ID) for i, v in enumerate(_list(m["eos_ids"], "model.eos_ids", 16))]
-    mask_id = _int(m["mask_id"], "model.mask_id", 0, MAX_ID)
-    n_layers = _int(m["n_layers"], "model.n_layers", 1, MAX_LAYERS)
-    sep = _str(m["sep"], "model.sep", 1)
+            raise ValueError(f"model.pieces: {quoted(key)} is not a token id")
+        text[int(key)] = read_text(piece, f"model.pieces[{key}]", MAX_CHARS)
+    eos = read_ints(m["eos_ids"], "model.eos_ids", 16, 0, MAX_ID)
+    mask_id = read_int(m["mask_id"], "model.mask_id", 0, MAX_ID)
+    n_layers = read_int(m["n_layers"], "model.n_layers", 1, MAX_LAYERS)
+    sep = read_text(m["sep"], "model.sep", 1)
     if sep not in ("", " "):  # what TokenText joins tokens with, into the page as it is
-        raise ValueError(f"model.sep: expected ' ' or '', got {_show(sep)}")
+        raise ValueError(f"model.sep: expected ' ' or '', got {quoted(sep)}")
     return TraceModel(mask_id, eos, n_layers, sep, text)
 
 
 def _run_decoding(settings: dict) -> dict:
     """Every lane's decode settings in a trace of the first format: the run's controls, as a DecodeConfig
     checks them."""
-    return _checked_decoding({name: DECODE_CONTROLS[name].setting(settings[name]) for name in DECODING}, "settings")
+    return _checked_decoding({key: control.setting(settings[key]) for key, control in DECODE_CONTROLS.items()},
+                             "settings")
 
 
 def _decoding(raw: object, where: str, gen_len: int) -> dict:
     """A lane's decode settings, as a DecodeConfig checks them, at the run's gen length."""
-    d = _checked_decoding(_object(_with_defaults(raw, DECODING_DEFAULTS), where, DECODING), where)
+    defaults = {p.name: p.default for p in DecodeConfig.parameters}
+    d = _checked_decoding(read_object(_with_defaults(raw, defaults), where, list(defaults)), where)
     if d["gen_len"] != gen_len:
         raise ValueError(f"{where}.gen_len: expected {gen_len} (settings.gen_len), got {d['gen_len']}")
     return d
@@ -177,40 +189,48 @@ def _checked_decoding(d: dict, where: str) -> dict:
 
 
 def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _Shape,
-          run_decoding: dict | None) -> RecordedLane:
+          run_decoding: dict | None, tau: float) -> RecordedLane:
     """Lane `index` of the trace's `sides`; `run_decoding`: its decode settings where the format records
-    none per lane."""
+    none per lane; `tau`: the run's (EntropyCache's), the lane's own if its policy decides by entropy."""
     side = sides[index]
     keys = ("side", "policy", "text", "compute_s", "finish_rank", "totals", "events")
-    lane = _object(raw, where, keys if run_decoding is not None else (*keys, "decoding"))
+    lane = read_object(raw, where, keys if run_decoding is not None else (*keys, "decoding"))
     if lane["side"] != side:
-        raise ValueError(f"{where}.side: expected {side!r}, got {_show(lane['side'])}")
+        raise ValueError(f"{where}.side: expected {side!r}, got {quoted(lane['side'])}")
     decoding = run_decoding if run_decoding is not None else _decoding(lane["decoding"], f"{where}.decoding",
                                                                        shape.gen_len)
-    raw_events = _list(lane["events"], f"{where}.events", MAX_EVENTS)
+    raw_events = read_list(lane["events"], f"{where}.events", MAX_EVENTS)
     if not raw_events:
         raise ValueError(f"{where}.events: a replay needs at least one step")
     events = [_event(e, f"{where}.events[{i}]", i, shape) for i, e in enumerate(raw_events)]
     if not events[-1].done or any(e.done for e in events[:-1]):
         raise ValueError(f"{where}.events: only the last step may be (and must be) the end of the decode")
-    clock = _number(lane["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S * MAX_EVENTS)
+    clock = read_number(lane["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S * MAX_EVENTS)
     if not math.isclose(clock, sum(e.compute_s for e in events), rel_tol=1e-9, abs_tol=1e-12):
         raise ValueError(f"{where}.compute_s: {clock} is not the sum of its steps' compute_s")
     rank = lane["finish_rank"]
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
-        raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {_show(rank)}")
-    return RecordedLane(side, shown_policy(_str(lane["policy"], f"{where}.policy", MAX_CHARS)), decoding,
-                        _str(lane["text"], f"{where}.text", MAX_TEXT), rank, events)
+        raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {quoted(rank)}")
+    policy = shown_policy(read_text(lane["policy"], f"{where}.policy", MAX_CHARS))  # `none` read as vanilla
+    return RecordedLane(side, policy, decoding, read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events,
+                        tau if _decides_by_entropy(policy) else None)
+
+
+def _decides_by_entropy(policy: str) -> bool:
+    """Whether a recorded lane's policy, as it described itself (`entropy(tau=1.0, k=2)`: its registry name
+    first), decides its full steps by entropy (CachePolicy.decides_by_entropy)."""
+    declared = POLICIES.get(policy.split("(")[0])
+    return declared is not None and declared.decides_by_entropy
 
 
 def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
-    e = _object(_with_later_fields(raw, EVENT_FIELDS), where, EVENT_FIELDS)
+    e = read_object(_with_later_fields(raw, EVENT_FIELDS), where, EVENT_FIELDS)
     for name in PROBE_FIELDS:
         if e[name] is not None:
-            raise ValueError(f"{where}.{name}: a race's steps have none, got {_show(e[name])}")
-    if _int(e["step"], f"{where}.step", 0, MAX_EVENTS) != index:
+            raise ValueError(f"{where}.{name}: a race's steps have none, got {quoted(e[name])}")
+    if read_int(e["step"], f"{where}.step", 0, MAX_EVENTS) != index:
         raise ValueError(f"{where}.step: expected {index} (steps in order from 0), got {e['step']}")
-    if _int(e["prompt_len"], f"{where}.prompt_len", 0, MAX_LENGTH) != shape.prompt_len:
+    if read_int(e["prompt_len"], f"{where}.prompt_len", 0, MAX_LENGTH) != shape.prompt_len:
         raise ValueError(f"{where}.prompt_len: expected {shape.prompt_len} (the prompt's ids), got {e['prompt_len']}")
     tokens = _ids(e["tokens"], f"{where}.tokens", shape, shape.gen_len, allow_mask=True)
     if len(tokens) != shape.gen_len:
@@ -219,27 +239,26 @@ def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
     n = len(unmasked)
     out = dict(
         step=index,
-        block=_int(e["block"], f"{where}.block", 0, MAX_LENGTH),
+        block=read_int(e["block"], f"{where}.block", 0, MAX_LENGTH),
         prompt_len=shape.prompt_len,
         tokens=tokens,
         unmasked=unmasked,
         unmasked_tokens=_ids(e["unmasked_tokens"], f"{where}.unmasked_tokens", shape, n),
-        entropies=_numbers(e["entropies"], f"{where}.entropies", n, 0, 100),
-        confidences=_numbers(e["confidences"], f"{where}.confidences", n, 0, 1),
-        max_entropy=_number(e["max_entropy"], f"{where}.max_entropy", 0, 100),
-        full=_bool(e["full"], f"{where}.full"),
-        reason=_str(e["reason"], f"{where}.reason", 2000),
+        entropies=read_numbers(e["entropies"], f"{where}.entropies", n, 0, 100),
+        confidences=read_numbers(e["confidences"], f"{where}.confidences", n, 0, 1),
+        max_entropy=read_number(e["max_entropy"], f"{where}.max_entropy", 0, 100),
+        full=read_bool(e["full"], f"{where}.full"),
+        reason=read_text(e["reason"], f"{where}.reason", 2000),
         rows=_positions(e["rows"], f"{where}.rows", 0, shape.length),
-        layer_rows=[_int(v, f"{where}.layer_rows[{i}]", 0, shape.length)
-                    for i, v in enumerate(_list(e["layer_rows"], f"{where}.layer_rows", shape.model.n_layers))],
-        compute_s=_number(e["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S),
-        forward_s=_optional_number(e["forward_s"], f"{where}.forward_s", 0, MAX_STEP_S),
-        choice_s=_optional_number(e["choice_s"], f"{where}.choice_s", 0, MAX_STEP_S),
-        decision_s=_number(e["decision_s"], f"{where}.decision_s", 0, MAX_STEP_S),
-        capture_s=_number(e["capture_s"], f"{where}.capture_s", 0, MAX_STEP_S),
+        layer_rows=read_ints(e["layer_rows"], f"{where}.layer_rows", shape.model.n_layers, 0, shape.length),
+        compute_s=read_number(e["compute_s"], f"{where}.compute_s", 0, MAX_STEP_S),
+        forward_s=read_optional_number(e["forward_s"], f"{where}.forward_s", 0, MAX_STEP_S),
+        choice_s=read_optional_number(e["choice_s"], f"{where}.choice_s", 0, MAX_STEP_S),
+        decision_s=read_number(e["decision_s"], f"{where}.decision_s", 0, MAX_STEP_S),
+        capture_s=read_number(e["capture_s"], f"{where}.capture_s", 0, MAX_STEP_S),
         totals=_totals(e["totals"], f"{where}.totals"),
-        done=_bool(e["done"], f"{where}.done"),
-        block_done=_bool(e["block_done"], f"{where}.block_done"),
+        done=read_bool(e["done"], f"{where}.done"),
+        block_done=read_bool(e["block_done"], f"{where}.block_done"),
     )
     for name in ("unmasked_tokens", "entropies", "confidences"):
         if len(out[name]) != n:
@@ -251,16 +270,16 @@ def _event(raw: object, where: str, index: int, shape: _Shape) -> StepEvent:
 
 
 def _totals(raw: object, where: str) -> Totals:
-    t = _object(_with_later_fields(raw, TOTALS_FIELDS), where, (*TOTALS_FIELDS, "rows_fraction", "tokens_per_s"))
-    return Totals(**{name: (_number(t[name], f"{where}.{name}", 0, MAX_STEP_S * MAX_EVENTS) if name.endswith("_s")
-                            else _int(t[name], f"{where}.{name}", 0, MAX_ID)) for name in TOTALS_FIELDS})
+    t = read_object(_with_later_fields(raw, TOTALS_FIELDS), where, (*TOTALS_FIELDS, "rows_fraction", "tokens_per_s"))
+    return Totals(**{name: (read_number(t[name], f"{where}.{name}", 0, MAX_STEP_S * MAX_EVENTS) if name.endswith("_s")
+                            else read_int(t[name], f"{where}.{name}", 0, MAX_ID)) for name in TOTALS_FIELDS})
 
 
 def _ids(raw: object, where: str, shape: _Shape, max_len: int, allow_mask: bool = False) -> list[int]:
     """Token ids whose text the trace carries (or the mask id, where allowed)."""
     out = []
-    for i, v in enumerate(_list(raw, where, max_len)):
-        token = _int(v, f"{where}[{i}]", 0, MAX_ID)
+    for i, v in enumerate(read_list(raw, where, max_len)):
+        token = read_int(v, f"{where}[{i}]", 0, MAX_ID)
         if token not in shape.model.pieces and not (allow_mask and token == shape.model.mask_id):
             raise ValueError(f"{where}[{i}]: token {token} has no text in model.pieces")
         out.append(token)
@@ -269,14 +288,10 @@ def _ids(raw: object, where: str, shape: _Shape, max_len: int, allow_mask: bool 
 
 def _positions(raw: object, where: str, low: int, high: int) -> list[int]:
     """Distinct positions in [low, high)."""
-    out = [_int(v, f"{where}[{i}]", low, high - 1) for i, v in enumerate(_list(raw, where, high - low))]
+    out = read_ints(raw, where, high - low, low, high - 1)
     if len(set(out)) != len(out):
         raise ValueError(f"{where}: a position appears twice")
     return out
-
-
-def _numbers(raw: object, where: str, max_len: int, low: float, high: float) -> list[float]:
-    return [_number(v, f"{where}[{i}]", low, high) for i, v in enumerate(_list(raw, where, max_len))]
 
 
 def _json_int(digits: str) -> int:
@@ -288,22 +303,10 @@ def _json_int(digits: str) -> int:
     return int(digits)
 
 
-def _object(raw: object, where: str, keys: tuple[str, ...] | list[str], optional: bool = False) -> dict:
-    """A JSON object with exactly `keys` (any keys if `optional` and keys is empty)."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: expected an object, got {_kind(raw)}")
-    if optional and not keys:
-        return dict(raw)
-    missing = [k for k in keys if k not in raw]
-    extra = [k for k in raw if k not in keys]
-    if missing or extra:
-        problem = f"missing {', '.join(missing)}" if missing else f"unknown field {_show(extra[0])}"
-        raise ValueError(f"{where}: {problem}")
-    return dict(raw)
-
-
 def _with_defaults(raw: object, defaults: dict) -> object:
-    """`raw` with the declared settings it lacks at their defaults (a trace written before they were declared)."""
+    """`raw` with the declared settings it lacks at their defaults. A setting declared after a trace was
+    written (top_p, top_k, alg, schedule, EntropyCache's scope) is not in it: that decode ran at its
+    declared default. The declarations are read when a trace is, so a new one needs nothing here."""
     return {**defaults, **raw} if isinstance(raw, dict) else raw
 
 
@@ -313,52 +316,3 @@ def _with_later_fields(raw: object, names: list[str]) -> object:
     return {**later, **raw} if isinstance(raw, dict) else raw
 
 
-def _list(raw: object, where: str, max_len: int) -> list:
-    return _sized(raw, where, list, max_len, "entries")
-
-
-def _str(raw: object, where: str, max_len: int) -> str:
-    return check_unicode(_sized(raw, where, str, max_len, "characters"), where)
-
-
-def _sized(raw: object, where: str, kind: type, max_len: int, unit: str):
-    if not isinstance(raw, kind):
-        raise ValueError(f"{where}: expected {_kind(kind())}, got {_kind(raw)}")
-    if len(raw) > max_len:
-        raise ValueError(f"{where}: at most {max_len} {unit}, got {len(raw)}")
-    return raw
-
-
-def _int(raw: object, where: str, low: int, high: int) -> int:
-    if not isinstance(raw, int) or isinstance(raw, bool):
-        raise ValueError(f"{where}: expected a whole number, got {_kind(raw)}")
-    if not low <= raw <= high:
-        raise ValueError(f"{where}: expected {low} to {high}, got {raw}")
-    return raw
-
-
-def _number(raw: object, where: str, low: float, high: float) -> float:
-    if not isinstance(raw, int | float) or isinstance(raw, bool):
-        raise ValueError(f"{where}: expected a number, got {_kind(raw)}")
-    if not (math.isfinite(raw) and low <= raw <= high):
-        raise ValueError(f"{where}: expected a number from {low:g} to {high:g}, got {raw}")
-    return float(raw)
-
-
-def _optional_number(raw: object, where: str, low: float, high: float) -> float | None:
-    return None if raw is None else _number(raw, where, low, high)
-
-
-def _bool(raw: object, where: str) -> bool:
-    if not isinstance(raw, bool):
-        raise ValueError(f"{where}: expected true or false, got {_kind(raw)}")
-    return raw
-
-
-def _kind(raw: object) -> str:
-    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
-        type(raw), f"the number {raw}" if isinstance(raw, int | float) else type(raw).__name__)
-
-
-def _show(raw: object) -> str:
-    return repr(raw)[:60]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 
 CPU_POSITIONS = 600_000  # a race's or a drift run's positions x steps, summed over its decodes, on the CPU
 CPU_SWEEP_DECODES = 200  # a sweep's decodes on the CPU (the default sweep: 36)

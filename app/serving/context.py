@@ -9,21 +9,33 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import gradio as gr
 
-from app.controls.presets import DEFAULT_PRESET, Preset
 from app.serving.admission import Admission
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
 from app.serving.turn_queue import TurnQueue
 from app.widgets.banner import STOPPED
 from app.widgets.throttle import DEFAULT_THROTTLE_S
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.loading import chat_prompt_ids
-from core.passes import capture_ahead, prepared_by
 from core.policies import make_policy
+from core.warmup import capture_ahead, prepared_by
 from evaluation.forward_cost import weight_read_floor_s
+
+
+@dataclass(frozen=True)
+class WarmShape:
+    """A race the warm-up readies ahead (warm_up): on the model's example `example` picks, at its lengths,
+    with its lanes. The Race tab hands the context the one a visitor finds on the page."""
+
+    example: Callable[[ModelChoice], int]  # the index of the model's example the race decodes
+    gen_len: int
+    block_len: int
+    lanes: int
 
 
 class AppContext:
@@ -38,18 +50,20 @@ class AppContext:
         self.forgotten: Callable[[str | None], bool] = lambda session: False
         self._warm: weakref.WeakSet = weakref.WeakSet()  # models that have run once in this process
         self._queues = {"cpu": TurnQueue(), "cuda": TurnQueue()}  # decodes take turns per device, round robin
+        self.warm_shapes: tuple[WarmShape, ...] = ()  # the races a warm-up readies ahead (the Race tab sets them)
 
     def turn_queue(self, device: str) -> TurnQueue:
         """The queue of the device a model runs on ('cpu' or 'cuda'): one decode at a time on it."""
         return self._queues[device]
 
-    def load_warm(self, label: str) -> tuple[object, object]:
-        """(model, tokenizer), warmed up once per process (see warm_up)."""
-        model, tokenizer = self.registry.get(label)
+    def load_warm(self, choice: ModelChoice) -> tuple[object, object]:
+        """(model, tokenizer) of a run's model (looked up once: ModelRegistry.choice), warmed up once per
+        process (see warm_up)."""
+        model, tokenizer = self.registry.load(choice)
         if model not in self._warm:
-            captured = warm_up(model, tokenizer, self.registry.choice(label), self.registry.graphs)
+            captured = warm_up(model, tokenizer, choice, self.registry.graphs, self.warm_shapes)
             if captured:
-                print(f"warm-up: {prepared_by(model)} for {label} in {captured:.2f} s", flush=True)
+                print(f"warm-up: {prepared_by(model)} for {choice.label} in {captured:.2f} s", flush=True)
             self._warm.add(model)
         return model, tokenizer
 
@@ -65,16 +79,16 @@ class AppContext:
         return STOPPED
 
 
-def warm_up(model, tokenizer, choice: ModelChoice, graphs: str, preset: Preset = DEFAULT_PRESET) -> float:
+def warm_up(model, tokenizer, choice: ModelChoice, graphs: str, shapes: tuple[WarmShape, ...] = ()) -> float:
     """One tiny decode (a full step, then a partial one), so that one-time costs (allocations, kernel
     selection, lazily built tables) land on no run's clock: the lane stepped first would pay them.
     Its prompt is a few arbitrary token ids: what they say does not matter, and no text is needed
     that every tokenizer can read. On a GPU the copy bandwidth behind the race's weight-read floor is
-    measured now too. Then, on the graphed path, the CUDA graphs the race a visitor finds on the page
-    needs (the Race's opening `preset`, on the model's long example) are captured, one set per lane, so
-    that race starts at once; returns the seconds that took (0 where nothing is captured). An example
-    the model's tokenizer cannot read (a model in a family's layout with a tokenizer of its own) is no
-    reason to refuse the visitor's prompt: nothing is captured ahead then."""
+    measured now too. Then, on the graphed path, the CUDA graphs each race of `shapes` needs (the
+    Race's opening, on the model's long example) are captured, one set per lane, so that race starts
+    at once; returns the seconds that took (0 where nothing is captured). An example the model's
+    tokenizer cannot read (a model in a family's layout with a tokenizer of its own) is no reason to
+    refuse the visitor's prompt: nothing is captured ahead for it then."""
     ids = [0] * 8
     policy = make_policy("entropy", tau=float("inf"))
     for _ in decode(model, ids, policy, DecodeConfig(gen_len=8, block_len=8, steps=2, graphs=graphs)):
@@ -82,9 +96,13 @@ def warm_up(model, tokenizer, choice: ModelChoice, graphs: str, preset: Preset =
     weight_read_floor_s(model)
     if not choice.example_list:
         return 0.0
-    lengths = preset.controls()
+    return sum((_capture(model, tokenizer, choice, graphs, shape) for shape in shapes), 0.0)
+
+
+def _capture(model, tokenizer, choice: ModelChoice, graphs: str, shape: WarmShape) -> float:
+    """The passes a race of `shape` on `choice`'s example needs, captured ahead (core.passes.capture_ahead)."""
     try:
-        length = len(chat_prompt_ids(tokenizer, choice.examples[choice.paper_example])) + lengths["gen_len"]
+        length = len(chat_prompt_ids(tokenizer, choice.examples[shape.example(choice)])) + shape.gen_len
     except ValueError:
         return 0.0
-    return capture_ahead(model, length, lengths["block_len"], graphs, lanes=preset.lanes)
+    return capture_ahead(model, length, shape.block_len, graphs, lanes=shape.lanes)

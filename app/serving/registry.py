@@ -21,15 +21,13 @@ from pathlib import Path
 
 import torch
 
-from app.controls.sent import check_choice
 from app.serving.device_thread import CPU_THREAD
 from app.serving.examples import EXAMPLES_INSTEAD, Example, chat_examples, task_examples
+from app.serving.sent import check_choice
 from core.compiled import DEFAULT_COMPILE, check_compile
-from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN
-from core.decoder import DecodeConfig
+from core.config import DEFAULT_BLOCK_LEN, DEFAULT_GEN_LEN, DecodeConfig, check_graphs
 from core.fusion import check_fusion
 from core.loading import EMBEDDED, chat_prompt_ids, load_model, load_tokenizer, read_config
-from core.passes import check_graphs
 
 ENV_MODELS = "ENTROPYCACHE_MODELS"
 EMBEDDED_LABEL = "sums-and-stories (embedded, CPU)"
@@ -82,15 +80,20 @@ class ModelRegistry:
         return list(self._choices)
 
     def choice(self, label: object) -> ModelChoice:
-        """The choice of a label a client sent; a ValueError naming the choices for anything else."""
+        """The choice of a label a client sent; a ValueError naming the choices for anything else. A run
+        looks its model up here once, and hands the choice on (load, check_prompt)."""
         return self._choices[check_choice(label, self.labels, "model")]
 
     def is_loaded(self, label: str) -> bool:
         return label in self._loaded
 
-    def get(self, label: str) -> tuple[object, object]:
-        """(model, tokenizer) for a label, loading it the first time it is asked for."""
-        choice = self.choice(label)
+    def get(self, label: object) -> tuple[object, object]:
+        """(model, tokenizer) for a label a caller names (a script, a test): its choice, loaded."""
+        return self.load(self.choice(label))
+
+    def load(self, choice: ModelChoice) -> tuple[object, object]:
+        """(model, tokenizer) of a choice looked up already (choice), loading it the first time it is asked for."""
+        label = choice.label
         with self._locks[label]:
             if label not in self._loaded:
                 load = partial(load_model, fusion=self.fusion, compile_mode=self.compile_mode)
@@ -102,29 +105,29 @@ class ModelRegistry:
                     self._loaded[label] = CPU_THREAD.call(load, choice.source, choice.device)
             return self._loaded[label]
 
-    def check_prompt(self, label: str, prompt: str, instead: str = EXAMPLES_INSTEAD) -> list[int] | None:
+    def check_prompt(self, choice: ModelChoice, prompt: str, instead: str = EXAMPLES_INSTEAD) -> list[int] | None:
         """Before any decoding: a ValueError when the model cannot read the prompt, with core's words
         for which words it does not know (core.loading.chat_prompt_ids), what it was trained on and
         `instead`: what the asking tab offers in its place (the Sweep has held-out sets, not examples);
         else the ids the model decodes, or None for a model whose tokenizer is not at hand (a hub model
         not loaded yet, whose byte-level tokenizer reads any text: most_tokens bounds its length)."""
-        tokenizer = self._tokenizer(label)
+        tokenizer = self._tokenizer(choice)
         if tokenizer is None:
             return None
         try:
             return chat_prompt_ids(tokenizer, prompt)
         except ValueError as e:
             reason = str(e)
-            trained_on = self.choice(label).trained_on
-            said = f" {trained_on}: {instead}" if trained_on else ""
+            said = f" {choice.trained_on}: {instead}" if choice.trained_on else ""
             raise ValueError(f"{reason[:1].upper()}{reason[1:]}.{said}") from None
 
-    def _tokenizer(self, label: str):
+    def _tokenizer(self, choice: ModelChoice):
         """The model's tokenizer, without its weights for a local model not loaded yet; None for a hub
         model not loaded yet, whose byte-level tokenizer reads any text anyway."""
+        label = choice.label
         if label in self._loaded:
             return self._loaded[label][1]
-        folder = Path(self.choice(label).source)
+        folder = Path(choice.source)
         if not folder.is_dir():
             return None
         with self._tokenizer_lock:

@@ -91,13 +91,13 @@ class TabRunner:
         self.turn_per_snapshot = turn_per_snapshot
         self.gpu_snapshots = on_gpu(self.snapshots, gpu_duration_s)  # decorated once, at build time
 
-    def snapshots(self, label: str, stop: StopFlag | None, job: Job) -> Iterator:
+    def snapshots(self, choice: ModelChoice, stop: StopFlag | None, job: Job) -> Iterator:
         """The decoding half of a run (on a GPU it holds the GPU): plain data out, no figures.
 
         `stop` is the run's own flag, polled between steps. On ZeroGPU spaces.GPU pickles the arguments
         into a forked worker process; the flag is file-backed (app/serving/sessions.py), so the worker's
         copy sees a Stop or a new Run set in the server and its decode ends within one step."""
-        model, tokenizer = self.ctx.load_warm(label)
+        model, tokenizer = self.ctx.load_warm(choice)
         should_stop = stop.is_set if stop is not None else (lambda: False)
         try:
             yield from job.snapshots(model, tokenizer, should_stop)
@@ -161,13 +161,13 @@ class TabRunner:
                 return
             if not registry.is_loaded(choice.label):
                 yield view.loading(f"Loading {choice.label} (the first run of a model takes a while)...")
-            model, tokenizer = registry.get(choice.label)
+            model, tokenizer = registry.load(choice)
             first, job = view.start(model, tokenizer)
             yield first
             if choice.device == "cuda":
-                run = self.gpu_snapshots(choice.label, flag, job)
+                run = self.gpu_snapshots(choice, flag, job)
             else:  # every step on the thread CPU decodes run on (app/serving/device_thread.py)
-                run = CPU_THREAD.iterate(self.snapshots(choice.label, flag, job))
+                run = CPU_THREAD.iterate(self.snapshots(choice, flag, job))
             with closed_after(run) as snapshots:  # freed if cancelled
                 if self.turn_per_snapshot:
                     queue.leave(ticket)

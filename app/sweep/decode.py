@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control, decode_config
 from app.controls.run import MAX_PROMPT_CHARS, check_prompt
-from app.controls.sent import check_choice
-from core.decoder import DecodeConfig
+from app.serving.sent import check_choice
+from core.config import DecodeConfig
 from core.policies import Param
-from core.policies.params import shown
+from core.refusal import shown
 from evaluation.bench import Progress, sweep_progress
 from evaluation.tasks import Item, held_out, own_items, prompt_lines
 
@@ -45,6 +45,8 @@ DECODING = ("gen_len", "block_len", "steps", "threshold", "top_p", "top_k", "alg
 TASKS = {"stories": ("stories", 0), "word problems": ("words", 0), "word problems, 4-shot": ("words", 4)}
 OWN_PROMPTS = "your prompts"  # the other choice: the prompts box, one prompt a line
 SOURCES = [*TASKS, OWN_PROMPTS]
+# What a sweep is sent besides its DECODING controls, by the names the HTTP API gives them (parse_sweep).
+SWEEP_INPUTS = ("model", "task", "prompts", "taus", "ks", "scope", "problems")
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,28 @@ class SweepParams:
         own = {key: getattr(self.config, key) for key in DECODING if getattr(self.config, key) is not None}
         return DecodeConfig.for_model(model_config, task=TASKS[self.task][0], graphs=self.config.graphs, **own)
 
-    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
-        """The sweep's progress after each decode (plain data: evaluation.bench.Progress), as the tab runner's
-        Job. Stops between two decodes once should_stop() is true."""
+    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False,
+                  prompt_ids: Sequence[Sequence[int]] | None = None) -> Iterator[Progress]:
+        """The sweep's progress after each decode (plain data: evaluation.bench.Progress). Stops between two
+        decodes once should_stop() is true. `prompt_ids`: each prompt's, tokenized already (None: here)."""
         config = self.decode_config(model.config)
         for progress in sweep_progress(model, tokenizer, self.items(), list(self.taus), list(self.ks), config,
-                                       scope=self.scope):
+                                       scope=self.scope, prompt_ids=prompt_ids):
             yield progress
             if should_stop():
                 return
+
+
+@dataclass(frozen=True)
+class SweepJob:
+    """A sweep as its device decodes it (the tab runner's Job): plain data, every prompt's ids tokenized
+    once, when the sweep was checked (or, for a model not loaded then, when it was)."""
+
+    params: SweepParams
+    prompt_ids: tuple[tuple[int, ...], ...]  # in the order of params.items()
+
+    def snapshots(self, model, tokenizer, should_stop: Callable[[], bool] = lambda: False) -> Iterator[Progress]:
+        return self.params.snapshots(model, tokenizer, should_stop, self.prompt_ids)
 
 
 def parse_list(text: object, control: Control, most: int) -> tuple:
@@ -153,29 +168,30 @@ def parse_prompts(text: object) -> tuple[tuple[int, str], ...]:
     return tuple(lines)
 
 
-def parse_sweep(
-    model: object, task: object, prompts: object, taus: object, ks: object, problems: object, *,
-    models: list[str], graphs: str = "auto", scope: object = RUN_CONTROLS["scope"].default, **decoding: object,
-) -> SweepParams:
-    """Validate one sweep's raw inputs (as the UI or an API client sent them); `decoding`: the DECODING
-    controls by name (one not sent is at its default); `scope`: EntropyCache's masked rows at every point;
-    `graphs`: the server's (ModelRegistry.graphs). The prompts box is read only when the task is OWN_PROMPTS."""
-    check_choice(model, models, "model")
-    check_choice(task, SOURCES, "task")
-    unknown = sorted(set(decoding) - set(DECODING))
+def parse_sweep(sent: Mapping[str, object], *, models: Sequence[str], graphs: str = "auto") -> SweepParams:
+    """Validate one sweep's raw inputs, by name, as the UI or an API client sent them: SWEEP_INPUTS and
+    the DECODING controls (a decode control not sent is at its default, and so is EntropyCache's `scope`,
+    its masked rows at every point). `graphs`: the server's (ModelRegistry.graphs). The prompts box is
+    read only when the task is OWN_PROMPTS."""
+    model, task = check_choice(sent.get("model"), models, "model"), check_choice(sent.get("task"), SOURCES, "task")
+    unknown = sorted(set(sent) - set(SWEEP_INPUTS) - set(DECODING))
     if unknown:
         raise ValueError(f"the sweep has no control {shown(unknown[0])} (its decoding: {', '.join(DECODING)})")
-    sent = {key: decoding.get(key, DECODE_CONTROLS[key].default) for key in DECODING}
-    return SweepParams(
-        model=str(model),
-        task=str(task),
-        taus=parse_list(taus, RUN_CONTROLS["tau"], MAX_TAUS),
-        ks=parse_list(ks, RUN_CONTROLS["k"], MAX_KS),
-        problems=PROBLEMS.check(problems),
-        config=decode_config({key: DECODE_CONTROLS[key].check(value) for key, value in sent.items()}, graphs),
-        prompts=parse_prompts(prompts) if task == OWN_PROMPTS else (),
-        scope=RUN_CONTROLS["scope"].check(scope),
+    return SweepParams(  # checked in this order: the first bad input is the one told
+        model=model,
+        task=task,
+        taus=parse_list(sent.get("taus"), RUN_CONTROLS["tau"], MAX_TAUS),
+        ks=parse_list(sent.get("ks"), RUN_CONTROLS["k"], MAX_KS),
+        problems=PROBLEMS.check(sent.get("problems")),
+        config=decode_config(_decoding(sent), graphs),
+        prompts=parse_prompts(sent.get("prompts")) if task == OWN_PROMPTS else (),
+        scope=RUN_CONTROLS["scope"].check(sent.get("scope", RUN_CONTROLS["scope"].default)),
     )
+
+
+def _decoding(sent: Mapping[str, object]) -> dict[str, int | float | str]:
+    """The DECODING controls sent, each checked (one not sent: at its control's default)."""
+    return {key: DECODE_CONTROLS[key].check(sent.get(key, DECODE_CONTROLS[key].default)) for key in DECODING}
 
 
 def parse_point(value: object) -> tuple[float, int]:

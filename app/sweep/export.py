@@ -15,9 +15,10 @@ import shlex
 from pathlib import Path
 
 from app.serving.downloads import DOWNLOAD_DIR, write_download
-from app.sweep.decode import OWN_PROMPTS, TASKS, SweepParams
-from core.decoder import DecodeConfig
-from core.policies.params import value_text
+from app.sweep.decode import DECODING, OWN_PROMPTS, TASKS, SweepParams
+from core.config import DecodeConfig
+from core.params import value_text
+from evaluation.cli.flags import BY_MODEL, FLAGS
 
 SWEEP_FORMAT = "entropycache-sweep/1"
 DECLARED = {p.name: p.default for p in DecodeConfig.parameters}  # a setting at its default needs no flag
@@ -38,25 +39,28 @@ def cli_command(params: SweepParams, model: str | None, device: str) -> str:
         task, shots = TASKS[params.task]
         args += ["--task", task, "--n", str(params.problems)] + (["--shots", str(shots)] if shots else [])
     args += ["--policies", "none,entropy", "--tau", ",".join(repr(t) for t in params.taus),
-             "--k", ",".join(str(k) for k in params.ks), "--gen-len", str(c.gen_len), "--block", str(c.block_len)]
-    args += ["--steps", str(c.steps)] if c.steps else []
-    args += ["--threshold", repr(c.threshold)] if c.threshold else []
-    for name in ("top_p", "top_k", "alg", "schedule"):  # each where it is not its declared default
+             "--k", ",".join(str(k) for k in params.ks)]
+    for name in DECODING:  # the lengths always (the bench's are the model's), the rest where not at its default
         value = getattr(c, name)
-        if value != DECLARED[name]:
-            args += [f"--{name.replace('_', '-')}", value_text(value)]
+        if name in BY_MODEL or value != DECLARED[name]:
+            args += [FLAGS.get(name, f"--{name.replace('_', '-')}"), flag_value(value)]
     args += ["--scope", params.scope] if params.scope != "block" else []
     args += ["--graphs", c.graphs] if c.graphs != "auto" else []
     return shlex.join(args + ["--json", "rows.json"])
 
 
+def flag_value(value: int | float | str) -> str:
+    """A setting's value as its flag takes it: as a person writes it (value_text), or in full where that
+    would round it, so that the command decodes what the tab did."""
+    text = value_text(value)
+    return text if isinstance(value, str) or float(text) == value else repr(value)
+
+
 def sweep_record(params: SweepParams, rows: list[dict], command: str) -> dict:
     """Everything as JSON: the settings, the command, the bench rows (each with its per-prompt records)."""
-    c = params.config
     settings = {"model": params.model, "task": params.task, "prompts": [p for _, p in params.prompts] or None,
                 "problems": params.problems if params.task != OWN_PROMPTS else None, "taus": list(params.taus),
-                "ks": list(params.ks), "gen_len": c.gen_len, "block_len": c.block_len, "steps": c.steps,
-                "threshold": c.threshold, "top_p": c.top_p, "top_k": c.top_k, "alg": c.alg, "schedule": c.schedule,
+                "ks": list(params.ks), **{name: getattr(params.config, name) for name in DECODING},
                 "scope": params.scope}
     return {"format": SWEEP_FORMAT, "settings": settings, "command": command, "rows": rows}
 

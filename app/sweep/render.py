@@ -5,7 +5,7 @@ measure of what it decoded (y): accuracy, agreement with the exact decoder, or h
 the exact decoder's before they part (the median first divergence). The plot says what both axes
 mean. The points no other point beats on both axes form the Pareto front, drawn as a line: the
 settings worth choosing between. Every point carries its (tau, k) as customdata, which the page sends
-back when the point is clicked (app/sweep/tab.py). No gradio here.
+back when the point is clicked (app/sweep/panels.py SWEEP_JS). No gradio here.
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ k into the Race and Drift tabs; "lower tau" / "higher tau" move to the next poin
 same prompts are seen at both. At the end the points and every text download as CSV and JSON, with
 the command line that runs the same sweep (app/sweep/export.py).
 
-A click reaches the server through a hidden textbox: SWEEP_JS (given to launch) listens for
-plotly's click on the plot and writes the point's (tau, k) there. The server checks those values
-against the controls' bounds like any other input; a table row is looked up in the session's own results.
-A refused input is told in the status line, the other panels left as they were.
+The tab's panels, and how a result fills them, are app/sweep/panels.py; here are its inputs and the
+handlers. A refused input is told in the status line, the other panels left as they were.
 """
 
 from __future__ import annotations
@@ -17,19 +15,18 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import gradio as gr
-import pandas as pd
 from gradio.blocks import Block
 
 from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS
-from app.controls.panel import Inputs, as_sent, bounded_slider, wire_run
-from app.controls.sent import check_choice
+from app.controls.panel import LENGTHS, Inputs, as_sent, bounded_slider, wire_run
 from app.serving.budget import Decode, check_sweep
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, HUB_MODELS, ModelChoice, prompt_tokens
 from app.serving.runner import Outputs, TabRunner, TabView
+from app.serving.sent import check_choice
 from app.sweep.decode import (
     DECODING,
     DEFAULT_KS,
@@ -42,17 +39,19 @@ from app.sweep.decode import (
     OWN_PROMPTS,
     PROBLEMS,
     SOURCES,
+    SweepJob,
     SweepParams,
     parse_point,
     parse_sweep,
 )
 from app.sweep.export import cli_command, sweep_record, write_downloads
+from app.sweep.panels import LOADED, PICK_OUTPUTS, SweepPanels, SweepResult, build_sweep_panels, pick_names
 from app.sweep.point import PICK_HINT, neighbour, point_html
-from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, progress_html, shown_metric, sweep_table
-from app.widgets.banner import banner, refuses
+from app.sweep.render import METRICS, pareto_figure, progress_html, shown_metric
+from app.widgets.banner import refuses
 from app.widgets.text_view import TokenText
 from core.loading import chat_prompt_ids
-from core.policies.params import shown as shown_value
+from core.refusal import shown as shown_value
 from evaluation.bench import Progress
 
 SWEEP_GPU_DURATION_S = 600  # a sweep is many decodes: ZeroGPU ends it at this bound (what finished is shown)
@@ -79,74 +78,6 @@ PICK_OWN_PROMPTS = f"(text, picked) => [typeof text === 'string' && text.trim() 
 # What this tab offers a visitor whose prompt line the model cannot read: its held-out sets, not examples.
 HELD_OUT_INSTEAD = "pick one of the held-out sets under prompts, or write lines like them."
 
-# Plotly's click event -> the hidden #sweep-pick textbox (a nonce makes every click a new value) -> its
-# `change` event on the server. Plots are re-rendered as the sweep streams, so the listener is
-# (re)attached whenever the page changes.
-SWEEP_JS = """
-() => {
-  const attach = () => {
-    const plot = document.querySelector('#sweep-pareto .js-plotly-plot');
-    if (!plot || typeof plot.on !== 'function' || plot._ecClick === plot._fullData) return;
-    plot._ecClick = plot._fullData;
-    plot.removeAllListeners && plot.removeAllListeners('plotly_click');
-    plot.on('plotly_click', (ev) => {
-      const point = ev && ev.points && ev.points[0];
-      const box = document.querySelector('#sweep-pick textarea, #sweep-pick input');
-      if (!point || !Array.isArray(point.customdata) || !box) return;
-      box.value = JSON.stringify([point.customdata[0], point.customdata[1], Date.now()]);
-      box.dispatchEvent(new Event('input', {bubbles: true}));
-    });
-  };
-  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
-  attach();
-}
-"""
-
-
-# What `/sweep` returns, by name, in order; `/sweep_pick` returns pick_names (app/client.py reads both so).
-SWEEP_OUTPUTS = ("status", "plot", "table", "point", "downloads", "metric")
-LOADED = ("tau", "k")  # what a picked point loads into each target panel
-PICK_OUTPUTS = ("loaded", "plot", "point", "status")
-
-
-def pick_names(targets: Sequence[str]) -> tuple[str, ...]:
-    """`/sweep_pick`'s outputs, by name, in order: each target panel's (by its tab's name) tau and k, then
-    PICK_OUTPUTS."""
-    return (*(f"{target}.{key}" for target in targets for key in LOADED), *PICK_OUTPUTS)
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """The session's last sweep (kept in gr.State): its rows, the text of every token in them (and what
-    joins two tokens' text), and the point picked from it, if any."""
-    params: SweepParams
-    rows: list[dict]
-    pieces: dict[int, str]
-    sep: str
-    selected: tuple[float, int] | None = None
-
-
-@dataclass(frozen=True)
-class SweepPanels:
-    status: gr.HTML
-    plot: gr.Plot
-    loaded: gr.Markdown  # what a picked point loaded
-    point: gr.HTML  # a picked point's texts beside the exact decoder's
-    table: gr.Dataframe
-    downloads: gr.File  # the points and texts (CSV), everything (JSON), your prompts
-    metric: gr.Radio  # the y axis: it says what the plot draws (agreement where accuracy was asked of your prompts)
-    result: gr.State  # the session's last sweep (a SweepResult)
-
-    def outputs(self) -> list[Block]:
-        """What a sweep updates: SWEEP_OUTPUTS in the HTTP API's order, then the session's result, which
-        stays server-side."""
-        return [*(getattr(self, name) for name in SWEEP_OUTPUTS), self.result]
-
-    def drawn(self, result: SweepResult, metric: str) -> Outputs:
-        """The plot and table of `result`, the y axis radio set to what the plot draws."""
-        return {self.plot: pareto_figure(result.rows, metric, result.selected), self.table: _frame(result.rows),
-                self.metric: shown_metric(result.rows, metric), self.result: result}
-
 
 def model_flag(choice: ModelChoice) -> str | None:
     """The model as the bench's --model takes it: None for the embedded one (its default), a hub alias,
@@ -161,27 +92,33 @@ class SweepView(TabView):
     (the points move only then); the end repeats the whole result, with the downloads."""
 
     def __init__(self, params: SweepParams, choice: ModelChoice, metric: str, panels: SweepPanels,
-                 command: str) -> None:
+                 command: str, prompt_ids: Sequence[list[int] | None]) -> None:
         super().__init__(choice, panels.status)
         self.params, self.metric, self.panels, self.command = params, metric, panels, command
+        # each prompt's ids as the registry's check tokenized it; None where the model's tokenizer was not
+        # at hand then (a GPU model not loaded yet): tokenized once it is (start)
+        self.prompt_ids = prompt_ids
         self.shown = 0  # prompts drawn so far
         self.ids: set[int] = set()  # the tokens their texts use, for the texts' pieces
         self.last: Progress | None = None
         self.drawn: Outputs | None = None
         self.text: TokenText | None = None
 
-    def start(self, model, tokenizer) -> tuple[Outputs, SweepParams]:
+    def start(self, model, tokenizer) -> tuple[Outputs, SweepJob]:
         """Every prompt must fit the model with the gen length (named if not); then the panels are cleared."""
         limit, gen = model.config.max_seq_len, self.params.config.gen_len
-        for i, item in enumerate(self.params.items()):
-            length = len(chat_prompt_ids(tokenizer, item.prompt))
+        items = self.params.items()
+        ids = [chat_prompt_ids(tokenizer, item.prompt) if known is None else known
+               for item, known in zip(items, self.prompt_ids)]
+        for i, prompt_ids in enumerate(ids):
+            length = len(prompt_ids)
             if length + gen > limit:
                 raise ValueError(f"{self.params.name(i)}: the prompt ({length} tokens) and the gen length ({gen}) "
                                  f"exceed the model's {limit} positions: shorten one of them.")
         self.text = TokenText(tokenizer, model.config.mask_token_id)
         p = self.panels
         return self.message("Warming up...") | {p.plot: None, p.table: None, p.point: PICK_HINT, p.downloads: None,
-                                                p.result: None}, self.params
+                                                p.result: None}, SweepJob(self.params, tuple(map(tuple, ids)))
 
     def show(self, progress: Progress) -> Outputs:
         self.last = progress
@@ -211,9 +148,10 @@ class SweepTab:
     and the Drift tab's input panels, by their tab's name)."""
 
     def __init__(self, ctx: AppContext, panels: SweepPanels, targets: dict[str, Inputs],
-                 lengths: Sequence[gr.Slider] = ()) -> None:
+                 lengths: dict[str, gr.Slider] | None = None) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
-        self.lengths = lengths  # the gen and block length sliders, which a model sets
+        self.status = panels.status  # the tab's status line: where its handlers refuse what they were sent (refuses)
+        self.lengths = lengths or {}  # the gen and block length sliders, which a model sets, by name (LENGTHS)
         self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
                                 tab="sweep")
 
@@ -223,20 +161,21 @@ class SweepTab:
         `sent`: the tab's inputs by name (parse_sweep's, and the y axis `metric`), as the HTTP API names them."""
 
         def view() -> SweepView:
+            registry = self.ctx.registry
             sweep = {key: value for key, value in sent.items() if key != "metric"}
-            params = parse_sweep(**sweep, models=self.ctx.registry.labels, graphs=self.ctx.registry.graphs)
+            params = parse_sweep(sweep, models=registry.labels, graphs=registry.graphs)
             shown = _metric(sent.get("metric"))
-            lengths = []
-            for i, item in enumerate(params.items()):  # a prompt the model cannot read is told before decoding
+            choice = registry.choice(params.model)
+            items, prompt_ids = params.items(), []
+            for i, item in enumerate(items):  # a prompt the model cannot read is told before decoding
                 try:
-                    ids = self.ctx.registry.check_prompt(params.model, item.prompt, HELD_OUT_INSTEAD)
+                    prompt_ids.append(registry.check_prompt(choice, item.prompt, HELD_OUT_INSTEAD))
                 except ValueError as e:
                     raise ValueError(f"{params.name(i)}: {e}") from None
-                lengths.append(prompt_tokens(ids, item.prompt))
-            choice = self.ctx.registry.choice(params.model)
+            lengths = [prompt_tokens(ids, item.prompt) for ids, item in zip(prompt_ids, items)]
             check_sweep([Decode.of(n, params.config) for n in lengths], params.settings, choice.device)
             command = cli_command(params, model_flag(choice), choice.device)
-            return SweepView(params, choice, shown, self.panels, command)
+            return SweepView(params, choice, shown, self.panels, command, prompt_ids)
 
         yield from self.runner.run(request, view)
 
@@ -246,16 +185,11 @@ class SweepTab:
         sliders = [ins.controls[key] for ins in self.targets.values() for key in LOADED]
         return dict(zip(pick_names(list(self.targets)), [*sliders, *(getattr(self.panels, n) for n in PICK_OUTPUTS)]))
 
-    @property
-    def status(self) -> gr.HTML:
-        """The tab's status line: where its handlers refuse what they were sent (refuses)."""
-        return self.panels.status
-
     @refuses
     def on_model(self, label: object) -> Outputs:
         """A model's own gen and block length."""
         c = self.ctx.registry.choice(label)
-        return dict(zip(self.lengths, (c.gen_len, c.block_len)))
+        return {slider: getattr(c, key) for key, slider in self.lengths.items()}
 
     @refuses
     def redraw(self, metric: str, result: SweepResult | None) -> Outputs:
@@ -322,10 +256,6 @@ def _metric(metric: object) -> str:
     return check_choice(metric, list(METRICS), "y axis")
 
 
-def _frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(sweep_table(rows), columns=TABLE_HEADERS)
-
-
 def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
     """The tab's layout and events (call inside a gr.Tab). load_into: the input panels whose tau and k a
     picked point sets (the Race's and the Drift tab's), by their tab's name."""
@@ -349,37 +279,25 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
                 stop = gr.Button("Stop", variant="stop", elem_id="sweep-stop-btn")
     with gr.Accordion("Decoding", open=False, elem_id="sweep-decoding"):
         with gr.Row():
-            defaults = {"gen_len": first.gen_len, "block_len": first.block_len}
-            decoding = [bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING]
-    status = gr.HTML(banner("Press Run sweep to start."), elem_id="sweep-banner")
-    metric = as_sent(gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric"))
-    plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
-    table = gr.Dataframe(headers=TABLE_HEADERS, label="Sweep points", interactive=False, elem_id="sweep-table")
-    downloads = gr.File(label="Download: points (CSV), texts (CSV), everything (JSON), your prompts", interactive=False,
-                        file_count="multiple", elem_id="sweep-downloads")
-    gr.Markdown("### The picked point's texts")
-    with gr.Row():
-        loaded = gr.Markdown(elem_id="sweep-loaded")
-        lower = gr.Button("< lower tau", scale=0, elem_id="sweep-lower")
-        higher = gr.Button("higher tau >", scale=0, elem_id="sweep-higher")
-    point = gr.HTML(PICK_HINT, elem_id="sweep-point")
-    panels = SweepPanels(status, plot, loaded, point, table, downloads, metric, gr.State(None))
-    pick = gr.Textbox(visible="hidden", elem_id="sweep-pick")
-    tab = SweepTab(ctx, panels, load_into, decoding[:2])
+            defaults = {key: getattr(first, key) for key in LENGTHS}  # the model's own lengths
+            decoding = {key: bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING}
+    panels, picker = build_sweep_panels()
+    lengths = {key: decoding[key] for key in LENGTHS}
+    tab = SweepTab(ctx, panels, load_into, lengths)
 
     sent = {"model": model, "task": task, "prompts": prompts, "taus": taus, "ks": ks, "scope": scope,
-            "problems": problems,
-            **dict(zip(DECODING, decoding)), "metric": metric}
-    wire_run(run, stop, ctx, tab.run, sent, panels.outputs(), "sweep", status)
-    model.change(tab.on_model, model, [*decoding[:2], status], api_visibility="private")
+            "problems": problems, **decoding, "metric": panels.metric}
+    wire_run(run, stop, ctx, tab.run, sent, panels.outputs(), "sweep", panels.status)
+    model.change(tab.on_model, model, [*lengths.values(), panels.status], api_visibility="private")
     # Prompts typed or pasted: sweep them. Picked in the page, not by a round trip to the server, so that a
     # Run pressed right after a paste already sends "your prompts".
     prompts.change(None, [prompts, task], task, js=PICK_OWN_PROMPTS, api_visibility="private")
-    metric.change(tab.redraw, [metric, panels.result], [panels.plot, status, metric], queue=False,
-                  api_visibility="private")
+    panels.metric.change(tab.redraw, [panels.metric, panels.result], [panels.plot, panels.status, panels.metric],
+                         queue=False, api_visibility="private")
     picked = [*tab.picked_outputs().values(), panels.result]
-    pick.change(tab.pick_point, [pick, metric, panels.result], picked, queue=False, api_name="sweep_pick")
-    panels.table.select(tab.pick_row, [metric, panels.result], picked, queue=False, api_visibility="private")
-    lower.click(lambda m, r: tab.move(-1, m, r), [metric, panels.result], picked, queue=False, api_visibility="private")
-    higher.click(lambda m, r: tab.move(1, m, r), [metric, panels.result], picked, queue=False, api_visibility="private")
+    shown = [panels.metric, panels.result]  # what every pick reads: the y axis and the session's sweep
+    picker.pick.change(tab.pick_point, [picker.pick, *shown], picked, queue=False, api_name="sweep_pick")
+    panels.table.select(tab.pick_row, shown, picked, queue=False, api_visibility="private")
+    picker.lower.click(lambda m, r: tab.move(-1, m, r), shown, picked, queue=False, api_visibility="private")
+    picker.higher.click(lambda m, r: tab.move(1, m, r), shown, picked, queue=False, api_visibility="private")
     return tab

@@ -7,7 +7,7 @@ policy that decides layer by layer, inside the forward, does so through a LayerH
 Positions come and go as plain Python ints: a policy does set arithmetic on a few dozen of them,
 which Python does in microseconds, and only the decoder turns positions into index tensors.
 
-A policy declares its parameters once (`parameters`, core/policies/params.py); the base class
+A policy declares its parameters once (`parameters`, core/params.py); the base class
 checks the values it is built with against them and sets each as an attribute.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.layerwise import LayerHook
-from core.policies.params import Param, check_params
+from core.params import Param, check_params
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 
 from core.layerwise import LayerHook, LayerView
+from core.params import Param
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
-from core.policies.params import Param
 from core.policies.registry import register
 
 

@@ -8,8 +8,8 @@ first two steps of each block and every `refresh_every`-th step of a block are f
 
 from __future__ import annotations
 
+from core.params import Param
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
-from core.policies.params import Param
 from core.policies.registry import register
 
 

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from core.layerwise import LayerHook, LayerView
+from core.params import Param
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
-from core.policies.params import Param
 from core.policies.registry import register
 
 

@@ -12,8 +12,8 @@ every block is full. The decision costs O(vocab) per decoded token, nothing per 
 
 from __future__ import annotations
 
+from core.params import Param
 from core.policies.base import CachePolicy, Outcome, Plan, StepContext
-from core.policies.params import Param
 from core.policies.registry import register
 
 SCOPES = ("block", "response")  # which masked rows a partial step recomputes

@@ -6,21 +6,30 @@ prefix: the current block and everything after it is recomputed; only the prefix
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from core.policies.base import CachePolicy, Plan, StepContext
 from core.policies.registry import register
 
 
-@register("dual")
-class DualCache(CachePolicy):
+class BlockCache(CachePolicy):
+    """Both caches: full at a block's first step, then the rows from the block's start on."""
+
+    suffix: ClassVar[bool]  # whether a partial step recomputes the positions after the block too
+
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.block_step == 0:
             return Plan(None, "full: first step of the block")
+        if self.suffix:
+            return Plan(list(range(ctx.block_start, ctx.length)), "partial: block + suffix")
         return Plan(list(range(ctx.block_start, ctx.block_end)), "partial: current block")
 
 
+@register("dual")
+class DualCache(BlockCache):
+    suffix = False
+
+
 @register("prefix")
-class PrefixCache(CachePolicy):
-    def plan(self, ctx: StepContext) -> Plan:
-        if ctx.block_step == 0:
-            return Plan(None, "full: first step of the block")
-        return Plan(list(range(ctx.block_start, ctx.length)), "partial: block + suffix")
+class PrefixCache(BlockCache):
+    suffix = True

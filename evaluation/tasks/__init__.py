@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluation.tasks import stories, word_problems
+from evaluation.tasks import stories, story_checker, word_problems
 
 TASKS = ("words", "stories", "mix")
 OWN = "own"  # the task of a prompt of one's own: no known answer
@@ -54,9 +54,9 @@ def own_items(prompts: list[str]) -> list[Item]:
 
 
 def repeats(item: Item, answer_text: str) -> tuple[int, int]:
-    """(events repeating an earlier one, events) of a story's answer (stories.repeated_events); an item of
+    """(events repeating an earlier one, events) of a story's answer (story_checker.repeated_events); an item of
     another task has none."""
-    return stories.repeated_events(answer_text) if item.task == "stories" else (0, 0)
+    return story_checker.repeated_events(answer_text) if item.task == "stories" else (0, 0)
 
 
 def is_correct(item: Item, answer_text: str) -> bool | None:
@@ -65,5 +65,5 @@ def is_correct(item: Item, answer_text: str) -> bool | None:
     if item.reference is None:
         return None
     if item.task == "stories":
-        return stories.check_story(item.reference, answer_text).ok
+        return story_checker.check_story(item.reference, answer_text).ok
     return word_problems.extract_answer(answer_text) == item.reference.answer

@@ -42,13 +42,9 @@ def registry():
 @pytest.fixture
 def gpu_registry(registry, monkeypatch):
     """A registry with one 'gpu' model (cuda device) that is really the embedded model on the CPU."""
-    import app.serving.registry
-    from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+    from serving_stubs import gpu_stand_in
 
-    monkeypatch.setattr(app.serving.registry, "load_model",
-                        lambda source, device, fusion, compile_mode: registry.get(EMBEDDED_LABEL))
-    examples = registry.choice(EMBEDDED_LABEL).example_list  # the warm-up reads the long one: the model must read it
-    return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)])
+    return gpu_stand_in(registry, monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
-"""Stand-ins for the serving machinery's tests: a registry of nothing, a context on it, and ZeroGPU's pickling of a
-runner's arguments."""
+"""Stand-ins for the serving machinery's tests: a registry of nothing, a context on it, a 'GPU' model that is the
+embedded one on the CPU, and ZeroGPU's pickling of a runner's arguments."""
 
 import pickle
 from types import SimpleNamespace
 
+import app.serving.registry
 from app.serving.context import AppContext
+from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 
 STUB_MODEL = SimpleNamespace(label="m", device="cpu")  # the stub registry's model, as a view holds it
 
@@ -20,7 +22,7 @@ class StubRegistry:
     def is_loaded(self, label):
         return True
 
-    def get(self, label):
+    def load(self, choice):
         return object(), object()
 
 
@@ -28,7 +30,7 @@ def stub_context() -> AppContext:
     """An AppContext on StubRegistry whose warm load hands back two placeholders for the model and its
     tokenizer: a runner's turns, places and stops without a model behind them."""
     ctx = AppContext(StubRegistry())
-    ctx.load_warm = lambda label: (object(), object())
+    ctx.load_warm = lambda choice: (object(), object())
     return ctx
 
 
@@ -43,3 +45,12 @@ def fake_zero_gpu(runner) -> list[tuple]:
 
     runner.gpu_snapshots = gpu_snapshots
     return sent
+
+
+def gpu_stand_in(registry, monkeypatch, graphs: str = "auto"):
+    """A registry with one 'gpu' model (cuda device) that is really `registry`'s embedded model on the CPU,
+    its passes run as `graphs` says."""
+    monkeypatch.setattr(app.serving.registry, "load_model",
+                        lambda source, device, fusion, compile_mode: registry.get(EMBEDDED_LABEL))
+    examples = registry.choice(EMBEDDED_LABEL).example_list  # the warm-up reads the long one: the model must read it
+    return ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)], graphs=graphs)

@@ -26,7 +26,7 @@ from app.race.replay_panel import build_replay_panel
 from app.serving.admission import BUSY
 from app.serving.downloads import DOWNLOAD_DIR
 from app.serving.registry import EMBEDDED_LABEL
-from core.policies.params import shown
+from core.refusal import shown
 
 HOSTILE = "10.66.0.1"  # the address of the visitor who sends too much (X-Forwarded-For, as behind a Space's proxy)
 SWEEP = dict(model=EMBEDDED_LABEL, task="word problems", prompts="", taus="0.5", ks="2", problems=1, gen_len=32,

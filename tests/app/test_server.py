@@ -561,14 +561,16 @@ def test_the_warm_up_readies_the_race_a_visitor_finds_on_the_page(registry) -> N
     """With graphs on, a model's warm-up makes the workspaces (on a GPU: captures the graphs) a race of the
     Race's opening preset needs, on the model's long example, one per lane, before any visitor's race."""
     from app.controls.presets import DEFAULT_PRESET
+    from app.race.tab import preset_shape
     from app.serving.context import warm_up
     from core.passes import idle_workspaces, release_graphs
 
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     choice = registry.choice(EMBEDDED_LABEL)
+    shapes = (preset_shape(DEFAULT_PRESET),)  # what the Race tab hands the context (tests/app/race/test_race_tab.py)
     release_graphs(model)
-    assert warm_up(model, tokenizer, choice, "auto") == 0.0 and idle_workspaces(model) == []  # a CPU: off
-    assert warm_up(model, tokenizer, choice, "on") == 0.0  # a CPU captures nothing, but the buffers are made
+    assert warm_up(model, tokenizer, choice, "auto", shapes) == 0.0 and idle_workspaces(model) == []  # a CPU: off
+    assert warm_up(model, tokenizer, choice, "on", shapes) == 0.0  # a CPU captures nothing, but the buffers are made
     length = len(chat_prompt_ids(tokenizer, choice.examples[choice.paper_example])) + 256
     assert DEFAULT_PRESET.lanes == 3 and DEFAULT_PRESET.controls()["gen_len"] == 256
     assert [w.length for w in idle_workspaces(model)].count(length) == 3
@@ -577,7 +579,7 @@ def test_the_warm_up_readies_the_race_a_visitor_finds_on_the_page(registry) -> N
     # warms up without capturing ahead, rather than refusing every visitor's prompt with the example's words
     unreadable = dataclasses.replace(choice, example_list=(Example("Lily can run 12 kilometers per hour.", "", {},
                                                                    True),))
-    assert warm_up(model, tokenizer, unreadable, "on") == 0.0
+    assert warm_up(model, tokenizer, unreadable, "on", shapes) == 0.0
     assert [w.length for w in idle_workspaces(model)] == [8 + 8]  # the tiny decode's own: none for the example
     release_graphs(model)
 

@@ -4,10 +4,11 @@ said so when compiling fails."""
 import pytest
 
 from core.compiled import check_compile, compile_state, compiled_passes, compiles, set_compile
-from core.decoder import DecodeConfig, generate
+from core.config import DecodeConfig
+from core.decoder import generate
 from core.loading import chat_prompt_ids, load_model
-from core.passes import capture_ahead
 from core.policies import make_policy
+from core.warmup import capture_ahead
 from evaluation.tasks import held_out
 
 POLICIES = ["none", "entropy", "dual", "prefix", "dkv-cache"]  # every one whose passes compile (no layer hook)

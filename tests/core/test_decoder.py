@@ -9,9 +9,9 @@ import torch
 from busy import busy_for
 from tiny_models import tiny_model
 
-from core.decoder import DecodeConfig, decode, generate
+from core.config import DecodeConfig
+from core.decoder import decode, generate
 from core.device import clock as device_clock
-from core.loading import EMBEDDED
 from core.policies import CachePolicy, Plan, make_policy
 
 PROMPT = [3, 9, 4, 12, 7, 30]
@@ -198,23 +198,6 @@ def test_without_a_config_a_decode_takes_the_models_own_lengths():
     assert len(events) == 16 and len(events[-1].tokens) == 16
     assert [e.block for e in events if e.block_done] == [0, 1, 2, 3]
     assert generate(model, PROMPT, make_policy("none")).tokens == events[-1].tokens
-
-
-def test_a_models_declared_task_settings_apply_to_that_task_and_what_is_given_wins():
-    from core.loading import read_config
-
-    cfg = tiny_model(task_settings={"stories": {"temperature": 0.7, "seed": 3}}).config
-    assert DecodeConfig.for_model(cfg, task="stories").temperature == 0.7
-    assert DecodeConfig.for_model(cfg, task="stories", temperature=0.0) == DecodeConfig.for_model(
-        cfg, temperature=0.0, seed=3)
-    assert DecodeConfig.for_model(cfg, task="words") == DecodeConfig.for_model(cfg)  # nothing declared for it
-    assert DecodeConfig.for_model(cfg).temperature == 0.0
-    with pytest.raises(ValueError, match="for 'stories' name no decode setting it may declare: temprature"):
-        DecodeConfig.for_model(tiny_model(task_settings={"stories": {"temprature": 1}}).config, task="stories")
-    with pytest.raises(ValueError, match="may declare: gen_len"):  # the lengths are the model's, whatever the task
-        DecodeConfig.for_model(tiny_model(task_settings={"stories": {"gen_len": 8}}).config, task="stories")
-    embedded, _, _ = read_config(EMBEDDED)
-    assert embedded.task_settings == {"stories": {"temperature": 0.7}}  # greedy stories loop (BENCHMARKS)
 
 
 def test_bad_prompts_raise_clear_errors():

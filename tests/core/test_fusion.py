@@ -22,7 +22,8 @@ import torch
 from tiny_models import tiny_model
 
 import core
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.fusion import FusedPart, check_fusion, compiles, fusion_state, set_fusion
 from core.model import POINTWISE
 from core.passes import idle_workspaces, passes_for

@@ -52,7 +52,7 @@ def test_dream_layout_without_remote_code(dream_dir):
 
 def test_dream_decodes_at_d2caches_top_p_unless_told_otherwise(dream_dir, llada_dir):
     """d2Cache's settings for Dream (configs/gen_args.py) cut to the 0.9 nucleus on every task; LLaDA's cut nothing."""
-    from core.decoder import DecodeConfig
+    from core.config import DecodeConfig
     from core.loading import read_config
 
     dream = read_config(dream_dir)[0]

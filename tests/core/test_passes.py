@@ -8,14 +8,14 @@ import torch
 from tiny_models import tiny_model
 
 import core.passes
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
+from core.exact_passes import Passes
 from core.passes import (
     MAX_IDLE_WORKSPACES,
     ROW_BUCKETS,
-    Passes,
     Workspace,
     bucket,
-    capture_ahead,
     capture_failure,
     idle_workspaces,
     passes_for,
@@ -23,6 +23,7 @@ from core.passes import (
     uses_static_passes,
 )
 from core.policies import POLICIES, CachePolicy, Plan, make_policy
+from core.warmup import capture_ahead
 
 PROMPT = [3, 9, 4, 12, 7, 30]
 SETTINGS = {

@@ -71,7 +71,8 @@ def test_the_decoder_gives_each_masked_position_its_own_row_of_the_blocks_noise(
     from tiny_models import tiny_model
 
     import core.decoder
-    from core.decoder import DecodeConfig, decode
+    from core.config import DecodeConfig
+    from core.decoder import decode
     from core.policies import make_policy
 
     def spiked(seed, block, block_step, block_len, vocab, device):

@@ -4,7 +4,8 @@ import pytest
 import torch
 from checkpoints import tiny_qwen2, write_dream
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.loading import chat_prompt_ids, load_model
 from core.policies import make_policy
 

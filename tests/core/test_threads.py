@@ -5,7 +5,8 @@ import os
 import pytest
 import torch
 
-from core.decoder import DecodeConfig, generate
+from core.config import DecodeConfig
+from core.decoder import generate
 from core.loading import chat_prompt_ids, load_model
 from core.policies import make_policy
 from core.threads import INTERVAL_S, TICKS, CoreLoad, ThreadTeam, read_cpu_ticks

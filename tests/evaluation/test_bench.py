@@ -7,7 +7,8 @@ import pytest
 from command_line import run_cli
 from tiny_models import save_word_problems_model, tiny_model
 
-from core.decoder import DecodeConfig, decode, generate
+from core.config import DecodeConfig
+from core.decoder import decode, generate
 from core.loading import answer_text, chat_prompt_ids, load_model
 from core.policies import make_policy
 from evaluation.bench import Contender, bench_progress, bench_rows, contenders_from, format_table
@@ -219,7 +220,10 @@ def test_drift_report_pools_problems(saved):
 
 
 def test_sweep_points_equal_bench_rows_for_the_same_settings(saved):
-    from evaluation.bench import sweep, sweep_progress
+    from evaluation.bench import sweep_progress
+
+    def sweep(*args):  # a sweep followed to the end: its rows
+        return bench_rows(sweep_progress(*args), bar=False)
 
     model, tok = load_model(saved)
     problems = held_out("words", 2)
@@ -465,7 +469,7 @@ def test_the_embedded_model_answers_k_shot_problems():
 def test_story_rows_say_how_many_events_repeat_an_earlier_one():
     """Beside the checker's pass: the pooled share of the answers' events seen before in the same story
     (words have none: no column)."""
-    from evaluation.tasks import stories
+    from evaluation.tasks import story_checker
 
     model, tok = load_model("embedded")
     items = held_out("mix", 3)  # a word problem, a story, a word problem
@@ -473,7 +477,7 @@ def test_story_rows_say_how_many_events_repeat_an_earlier_one():
     rows = bench_rows(bench_progress(model, tok, items, [Contender("none", {})], config, warmup=0), bar=False)
     story = items[1]
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
-    repeated, events = stories.repeated_events(answer)
+    repeated, events = story_checker.repeated_events(answer)
     assert events > 0 and rows[0]["repeat_share"] == repeated / events
     assert "repeats" in format_table(rows)
     words = bench_rows(bench_progress(model, tok, held_out("words", 1), [Contender("none", {})], config, warmup=0),
@@ -484,10 +488,23 @@ def test_story_rows_say_how_many_events_repeat_an_earlier_one():
 def test_the_embedded_model_writes_a_held_out_story_the_checker_accepts():
     """The embedded model, the exact decoder at its defaults: a held-out story prompt gets a story of
     100-230 words that the checker passes."""
-    from evaluation.tasks import stories
+    from evaluation.tasks import stories, story_checker
 
     model, tok = load_model("embedded")
     story = stories.make_split("test", 2)[1]
     config = DecodeConfig(gen_len=model.config.gen_len, block_len=model.config.block_len)
     answer = answer_text(tok, generate(model, chat_prompt_ids(tok, story.prompt), make_policy("none"), config))
-    assert stories.check_story(story, answer) == (True, ""), answer
+    assert story_checker.check_story(story, answer) == (True, ""), answer
+
+
+def test_the_arithmetic_floor_is_a_pass_flops_at_the_measured_rate(saved):
+    """The floor divides the pass's count by the rate; the rate is a product's FLOPs over its time."""
+    from core.loading import load_model
+    from evaluation.forward_cost import arithmetic_floor_s, gemm_rate, pass_flops
+
+    model, _ = load_model(saved)
+    rate = gemm_rate(model, 24, repeats=2)
+    assert rate > 0
+    cfg = model.config
+    assert arithmetic_floor_s(cfg, 6, 24, 1, 1e9) == pass_flops(cfg, 6, 24, 1) / 1e9
+    assert arithmetic_floor_s(cfg, 24, 24, 24, 1e9) > arithmetic_floor_s(cfg, 6, 24, 1, 1e9)

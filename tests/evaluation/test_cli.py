@@ -98,8 +98,8 @@ def test_unknown_policy_and_command_are_rejected(model_dir):
 
 def test_every_policy_parameter_has_its_flag():
     """Flags come from the policies' declarations: each declared parameter has one, with its default."""
+    from core.params import value_text
     from core.policies import POLICIES
-    from core.policies.params import value_text
 
     out = cli("generate", "--help")
     assert out.returncode == 0 and out.stderr == ""
@@ -110,8 +110,8 @@ def test_every_policy_parameter_has_its_flag():
 
 def test_every_decode_setting_has_its_flag():
     """Decode flags come from the decode settings' declarations (DecodeConfig.parameters), with their help."""
-    from core.decoder import DecodeConfig
-    from evaluation.cli import FLAGS
+    from core.config import DecodeConfig
+    from evaluation.cli.flags import FLAGS
 
     out = cli("generate", "--help")
     assert out.returncode == 0 and out.stderr == ""
@@ -145,19 +145,27 @@ def test_forward_rows_prints_each_pass_against_the_weight_read_floor_eager_besid
                                                                                            monkeypatch):
     """Each row count's time, share of the slowest and ratio to the floor (weights over the copy
     bandwidth), per path: the costs and the bandwidth are set here, so the arithmetic is checked."""
-    import evaluation.cli as cli_module
     from core.loading import load_model
+    from evaluation.cli import forward_rows
     from evaluation.forward_cost import weight_bytes
 
     model, _ = load_model(model_dir)
     paths = iter([{10: 0.004, 2: 0.001}, {10: 0.002, 2: 0.0004}])  # eager, then compiled
-    monkeypatch.setattr(cli_module, "forward_costs", lambda model, length, counts: next(paths))
-    monkeypatch.setattr(cli_module, "copy_bandwidth", lambda device: weight_bytes(model) / 0.0002)  # floor 0.2 ms
-    monkeypatch.setattr(cli_module, "compiles", lambda mode, model: True)
-    monkeypatch.setattr(cli_module, "compile_state", lambda model: "compiled")
-    cli_module._print_forward_costs(model, 10, [10, 2], "auto")
+    monkeypatch.setattr(forward_rows, "forward_costs", lambda model, length, counts: next(paths))
+    monkeypatch.setattr(forward_rows, "copy_bandwidth", lambda device: weight_bytes(model) / 0.0002)  # floor 0.2 ms
+    monkeypatch.setattr(forward_rows, "compiles", lambda mode, model: True)
+    monkeypatch.setattr(forward_rows, "compile_state", lambda model: "compiled")
+    from evaluation.forward_cost import pass_flops
+
+    rate = pass_flops(model.config, 2, 10, 1) / 0.0001  # 2 rows' arithmetic: 0.1 ms
+    monkeypatch.setattr(forward_rows, "gemm_rate", lambda model, length: rate)
+    arith_10 = pass_flops(model.config, 10, 10, 1) / rate
+    forward_rows.print_forward_costs(model, 10, [10, 2], "auto")
     lines = capsys.readouterr().out.splitlines()
     assert "so reading them once (the floor) takes 0.200 ms" in lines[0]
-    assert lines[1] == "rows of 10 | eager ms | share | / floor | compiled ms | share | / floor"
-    assert lines[2] == "   10 |    4.000 | 1.000 |  20.00x |    2.000 | 1.000 |  10.00x"
-    assert lines[3] == "    2 |    1.000 | 0.250 |   5.00x |    0.400 | 0.200 |   2.00x"
+    assert lines[1].startswith(f"the widest product of a full pass runs at {rate / 1e9:.0f} GFLOP/s now")
+    assert lines[2] == ("rows of 10 | arith ms | eager ms | share | / floor | / arith"
+                        " | compiled ms | share | / floor | / arith")
+    assert lines[3] == (f"   10 | {arith_10 * 1e3:8.3f} |    4.000 | 1.000 |  20.00x | {0.004 / arith_10:6.2f}x"
+                        f" |    2.000 | 1.000 |  10.00x | {0.002 / arith_10:6.2f}x")
+    assert lines[4] == "    2 |    0.100 |    1.000 | 0.250 |   5.00x |  10.00x |    0.400 | 0.200 |   2.00x |   4.00x"

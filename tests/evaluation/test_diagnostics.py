@@ -7,7 +7,8 @@ import torch
 from busy import busy_for
 from tiny_models import tiny_model
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.events import StepEvent
 from core.kv_cache import KVCache
 from core.policies import make_policy

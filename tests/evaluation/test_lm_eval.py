@@ -18,7 +18,7 @@ from lm_eval import simple_evaluate  # noqa: E402
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-from core.decoder import DecodeConfig  # noqa: E402
+from core.config import DecodeConfig  # noqa: E402
 from core.loading import chat_prompt_ids, load_model  # noqa: E402
 from evaluation.bench import Contender, bench_progress, bench_rows  # noqa: E402
 from evaluation.cli import main  # noqa: E402

@@ -1,7 +1,6 @@
 """scripts/gpu_check.py --dry-run: the GPU check's whole code path on the CPU with tiny shapes,
 so that the one call a GPU machine allows does not fail on a bug a CPU could have found."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,16 +10,10 @@ import pytest
 
 from core.passes import ROW_BUCKETS
 from core.policies import TABLE_ORDER
+from scripts.gpu_checks.peak import card_peak
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = ("unfused", "fused")
-
-
-def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_dry_run_measures_everything_and_races_the_app(tmp_path):
@@ -108,7 +101,7 @@ def test_dry_run_measures_everything_and_races_the_app(tmp_path):
     ("Tesla T4", 40, None, "unknown card (Tesla T4): no peak to compare with"),
 ])
 def test_the_cards_peak_comes_from_its_name_and_a_partition_gets_its_share(name, sms, peak, note):
-    found = gpu_check().card_peak(name, sms)
+    found = card_peak(name, sms)
     assert found["note"] == note
     assert found["peak_tflops"] == (pytest.approx(peak) if peak else None)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.decoder import DecodeConfig, generate
+from core.config import DecodeConfig
+from core.decoder import generate
 from core.loading import EMBEDDED, chat_prompt_ids, load_model
 from core.policies import make_policy
 from evaluation.tasks.word_problems import example_prompt

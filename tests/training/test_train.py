@@ -182,7 +182,8 @@ def test_k_shot_rows_train_every_answer_and_nothing_else():
 def test_story_rows_and_the_mixture():
     import random
 
-    from evaluation.tasks.stories import check_story, is_held_out
+    from evaluation.tasks.stories import is_held_out
+    from evaluation.tasks.story_checker import check_story
 
     tok = build_tokenizer(vocabulary())
     batch = make_batch(tok, random.Random(2), 4000, "stories")

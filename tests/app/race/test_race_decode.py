@@ -12,7 +12,7 @@ from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race
 from core.decoder import DecodeConfig
 from core.events import Totals
-from core.passes import COMPILED
+from core.warmup import COMPILED
 
 
 def fake_decoder(costs: list[float], closed: list[str] | None = None, name: str = ""):

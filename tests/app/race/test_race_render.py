@@ -39,11 +39,11 @@ def test_stream_yields_every_step_with_all_four_parts_and_ends_on_the_core_token
     for u in updates:
         for lane, traces in zip(u.lanes, (["max entropy"], ["max entropy", "full step",
                                                            "tau = 10"])):
-            assert "ec-speed" in lane.speed_html and "steps" in lane.speed_html
-            assert 'class="ec-text"' in lane.text_html
+            assert "ec-speed" in lane.speed and "steps" in lane.speed
+            assert 'class="ec-text"' in lane.text
             # the uncached exact decoder has no threshold and no full steps to mark
-            assert isinstance(lane.entropy_fig, go.Figure) and [t.name for t in lane.entropy_fig.data] == traces
-            assert [t.type for t in lane.rows_fig.data] == ["heatmap", "heatmap"]
+            assert isinstance(lane.entropy, go.Figure) and [t.name for t in lane.entropy.data] == traces
+            assert [t.type for t in lane.rows.data] == ["heatmap", "heatmap"]
     last = updates[-1]
     assert last.lanes[0].tokens == ref_none.tokens
     assert last.lanes[1].tokens == ref_ours.tokens
@@ -106,9 +106,21 @@ def test_with_a_threshold_the_plots_grow_with_the_steps_up_to_gen_len(registry) 
     gen_len = run.config.gen_len
     renderer = RaceRenderer(model, tokenizer, run)
     assert renderer.layout.max_steps == gen_len
-    assert renderer.empty("").lanes[0].entropy_fig.layout.xaxis.range == (-0.5, 7.5)
+    assert renderer.empty("").lanes[0].entropy.layout.xaxis.range == (-0.5, 7.5)
     assert [step_axis(n, gen_len) for n in (0, 8, 9, 17, gen_len)] == [8, 8, 16, 32, gen_len]
     assert step_axis(gen_len + 5, gen_len) == gen_len + 5  # never cuts a step off
     # steps cannot be set as well, whatever sends it: nothing could cut the plots short
     with pytest.raises(ValueError, match="steps and threshold cannot both be set"):
         dataclasses.replace(run.config, steps=2)
+
+
+def test_a_lane_part_is_named_once_by_what_the_renderer_draws() -> None:
+    """LaneView declares a lane's parts; the panels that show them and the HTTP API's names follow it."""
+    from app.race.panels import OUTPUT_NAMES, LanePanels
+    from app.race.render import LANE_PARTS, LaneView
+
+    assert LANE_PARTS == ("speed", "text", "entropy", "rows")
+    assert set(LANE_PARTS) <= {f.name for f in dataclasses.fields(LanePanels)}
+    assert set(LANE_PARTS) < {f.name for f in dataclasses.fields(LaneView)}
+    assert [name for name in OUTPUT_NAMES if name.startswith("middle.")] == [*(f"middle.{p}" for p in LANE_PARTS),
+                                                                               "middle.final"]

@@ -55,3 +55,27 @@ def test_the_run_handler_itself_refuses_out_of_range_values(registry, bad: dict,
     out = list(h.run(**run_args(**bad), request=SimpleNamespace(session_hash="me")))
     assert re.search(message, html.unescape(refusal(out, h.panels.status)))
     assert len(board) == 0  # refused before any run was registered
+
+
+def test_the_race_tab_hands_the_context_the_race_a_visitor_finds_on_the_page(registry) -> None:
+    """The warm-up readies the Race's opening preset ahead (app/serving/context.py warm_up), on the model's
+    long example: the tab says which, so serving needs no preset of its own."""
+    from app.controls.presets import DEFAULT_PRESET
+
+    tab = race_tab(registry, RunBoard())
+    (shape,) = tab.ctx.warm_shapes
+    choice = registry.choice(EMBEDDED_LABEL)
+    assert (shape.gen_len, shape.block_len, shape.lanes) == (256, 32, 3) == (
+        DEFAULT_PRESET.controls()["gen_len"], DEFAULT_PRESET.controls()["block_len"], DEFAULT_PRESET.lanes)
+    assert shape.example(choice) == choice.paper_example
+
+
+def test_a_race_looks_its_model_up_once(registry, monkeypatch) -> None:
+    """The model a run names is checked and looked up once (check_run); loading it, warming it up and
+    checking the prompt take the choice found then."""
+    looked_up = []
+    choice = registry.choice
+    tab = race_tab(registry, RunBoard())
+    monkeypatch.setattr(registry, "choice", lambda label: looked_up.append(label) or choice(label))
+    out = list(tab.run(**run_args(), request=SimpleNamespace(session_hash="once")))
+    assert out[-1].get(tab.panels.trace) and looked_up == [EMBEDDED_LABEL]

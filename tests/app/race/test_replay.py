@@ -10,7 +10,8 @@ import pytest
 from fake_clock import FakeClock
 from races import race_run, stream_race
 
-from app.race.panels import LANE_PARTS, build_race_panels
+from app.race.panels import build_race_panels
+from app.race.render import LANE_PARTS
 from app.race.replay import PACES, STEP_PACE, Replay
 from app.race.replay_panel import ReplayPanel, build_replay_panel, check_frame, load_trace_file
 from app.race.trace_reader import MAX_TRACE_BYTES, read_trace
@@ -238,6 +239,29 @@ def test_a_trace_from_when_the_baseline_was_called_none_reads_as_vanilla(recorde
     assert replay_of(older).layout().labels == replay_of(recorded).layout().labels
 
 
+def test_a_setting_declared_after_a_trace_was_written_reads_as_its_default(recorded, monkeypatch) -> None:
+    """A new decode setting is its declaration (and its use in the decode), nothing else: a trace written
+    before it was declared still loads and replays, the setting at its declared default in the run's
+    settings and every lane's, and checked as declared. Declared here for the test: DecodeConfig's
+    graphs, a field no declaration names (how the passes run)."""
+    from app.controls.declared import DECODE_CONTROLS, RUN_CONTROLS, Control
+    from core import DecodeConfig, Param
+
+    assert "graphs" not in recorded["settings"] and not any("graphs" in lane["decoding"] for lane in recorded["lanes"])
+    frames = replay_of(recorded).frames
+    declared = Param("graphs", str, "auto", choices=("auto", "on", "off"), help="how a step's passes run")
+    monkeypatch.setattr(DecodeConfig, "parameters", (*DecodeConfig.parameters, declared))
+    monkeypatch.setitem(DECODE_CONTROLS, "graphs", Control.of(declared))
+    monkeypatch.setitem(RUN_CONTROLS, "graphs", Control.of(declared))
+    trace = read_trace(json.dumps(recorded).encode())
+    assert trace.settings["graphs"] == "auto" and [lane.decoding["graphs"] for lane in trace.lanes] == ["auto"] * 2
+    assert replay_of(recorded).frames == frames
+    with pytest.raises(ValueError, match=re.escape("lanes[1].decoding: graphs must be one of auto, on, off, got 'x'")):
+        read_trace(json.dumps(mutate(recorded, "lanes.1.decoding.graphs", "x")).encode())
+    with pytest.raises(ValueError, match=re.escape("settings.graphs: graphs must be one of auto, on, off, got 'x'")):
+        read_trace(json.dumps(mutate(recorded, "settings.graphs", "x")).encode())
+
+
 def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
     with pytest.raises(ValueError, match="The trace is not JSON"):
         read_trace(b"{nope")
@@ -341,3 +365,16 @@ def test_each_frame_of_a_playback_carries_only_what_changed(recorded, monkeypatc
                  if replay.counts(after[panel.frame])[lane] != replay.counts(before[panel.frame])[lane]}
         for side in {lane.side for lane in replay.trace.lanes} - moved:  # a lane that did not step is not resent
             assert race.lanes[side].rows not in after
+
+
+def test_a_lane_draws_the_tau_its_policy_decides_by_live_and_replayed(registry, recorded) -> None:
+    """A lane's tau is its policy's (app/controls/run.py entropy_threshold): EntropyCache's lane has the
+    run's, a lane whose policy decides by no entropy has none; a replay reads the same from its trace."""
+    from app.race.comparison import LaneLabel
+
+    live = race_run(registry, policy="dual", tau=0.5)
+    assert [LaneLabel.of(lane).tau for lane in live.lanes] == [None, 0.5] and live.tau == 0.5
+    replayed = replay_of(recorded).layout().labels
+    assert [label.tau for label in replayed] == [None, recorded["settings"]["tau"]] == [None, 1.0]
+    hand_made = mutate(recorded, "lanes.0.policy", "entropy(tau=1.0, k=2)")  # a policy by its registry name
+    assert [label.tau for label in replay_of(hand_made).layout().labels] == [1.0, 1.0]

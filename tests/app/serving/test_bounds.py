@@ -64,7 +64,7 @@ def test_the_paper_race_on_the_long_example_fits_the_budget_and_a_maximum_race_i
     choice = registry.choice(EMBEDDED_LABEL)
     long = choice.examples[choice.paper_example]
     assert len(race(registry, long).lanes) == 3  # within the budget
-    prompt_len = len(registry.check_prompt(EMBEDDED_LABEL, long))
+    prompt_len = len(registry.check_prompt(registry.choice(EMBEDDED_LABEL), long))
     with pytest.raises(ValueError) as e:
         race(registry, long, gen_len=512, block_len=32)
     asked = 3 * (prompt_len + 512) * 512

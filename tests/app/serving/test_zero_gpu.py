@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 import pytest
+from serving_stubs import gpu_stand_in
 
 import app.race.decode
 import app.serving.context
@@ -22,7 +23,7 @@ import core.passes
 from app.controls.declared import RUN_CONTROLS
 from app.race.tab import build_race_tab
 from app.serving.context import AppContext
-from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
+from app.serving.registry import EMBEDDED_LABEL, ModelRegistry
 from app.serving.sessions import RunBoard
 from evaluation.tasks.word_problems import make_split
 
@@ -47,11 +48,7 @@ def spaces(monkeypatch):
 @pytest.fixture
 def gpu_model(registry, monkeypatch):
     """A registry whose one 'GPU' model is the embedded one (on the CPU), decoded on the static path."""
-    monkeypatch.setattr(app.serving.registry, "load_model",
-                        lambda source, device, fusion, compile_mode: registry.get(EMBEDDED_LABEL))
-    examples = registry.choice(EMBEDDED_LABEL).example_list
-    gpu = ModelRegistry([ModelChoice("gpu", "x", "cuda", 32, 16, examples)], graphs="on")
-    yield gpu
+    yield gpu_stand_in(registry, monkeypatch, graphs="on")
     core.passes.release_graphs(registry.get(EMBEDDED_LABEL)[0])
 
 

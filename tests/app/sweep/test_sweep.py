@@ -30,11 +30,20 @@ from app.controls.panel import build_inputs
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard, StopFlag
-from app.sweep.decode import MAX_OWN_PROMPTS, MAX_PROBLEMS, OWN_PROMPTS, SweepParams, parse_list, parse_sweep
+from app.sweep.decode import (
+    MAX_OWN_PROMPTS,
+    MAX_PROBLEMS,
+    OWN_PROMPTS,
+    SweepJob,
+    SweepParams,
+    parse_list,
+    parse_sweep,
+)
 from app.sweep.export import SWEEP_FORMAT, cli_command
+from app.sweep.panels import SweepResult
 from app.sweep.point import neighbour
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
-from app.sweep.tab import HELD_OUT_INSTEAD, SweepResult, SweepTab, build_sweep_tab
+from app.sweep.tab import HELD_OUT_INSTEAD, SweepTab, build_sweep_tab
 from app.widgets.banner import STOPPED
 from core.decoder import DecodeConfig
 from evaluation import cli
@@ -89,7 +98,7 @@ def refusal(out: dict, s: SweepTab) -> str:
 
 
 def test_a_good_request_parses_into_bounded_values() -> None:
-    p = parse_sweep(**sweep_args(taus="0.1 0.5,0.5, 3", ks="1,2", problems=4.0), models=[EMBEDDED_LABEL])
+    p = parse_sweep(sweep_args(taus="0.1 0.5,0.5, 3", ks="1,2", problems=4.0), models=[EMBEDDED_LABEL])
     assert p == SweepParams(EMBEDDED_LABEL, "word problems", (0.1, 0.5, 3.0), (1, 2), 4,
                             DecodeConfig(gen_len=32, block_len=16))
     assert p.config.steps is None and p.config.threshold is None and p.config.temperature == 0  # greedy
@@ -98,7 +107,7 @@ def test_a_good_request_parses_into_bounded_values() -> None:
 
 def test_the_command_line_names_the_exact_taus_and_threshold() -> None:
     """repr, not %g: a tau of 1.0000001 is not 1, and the command must decode the points the tab did."""
-    p = parse_sweep(**sweep_args(taus="1.0000001, 0.5", threshold=0.93, gen_len=32, block_len=16),
+    p = parse_sweep(sweep_args(taus="1.0000001, 0.5", threshold=0.93, gen_len=32, block_len=16),
                     models=[EMBEDDED_LABEL])
     args = shlex.split(cli_command(p, None, "cpu"))
     assert args[args.index("--tau") + 1] == "1.0000001,0.5"
@@ -144,22 +153,22 @@ def test_the_command_line_names_the_exact_taus_and_threshold() -> None:
 )
 def test_bad_requests_are_refused_with_the_reason(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_sweep(**sweep_args(**overrides), models=[EMBEDDED_LABEL])
+        parse_sweep(sweep_args(**overrides), models=[EMBEDDED_LABEL])
 
 
 def test_your_prompts_are_the_boxs_lines_that_are_not_blank_and_other_tasks_ignore_the_box() -> None:
-    p = parse_sweep(**own(" tell a story about tom .", "", "  ", "mia has 7 marbles . how many ?  "),
+    p = parse_sweep(own(" tell a story about tom .", "", "  ", "mia has 7 marbles . how many ?  "),
                     models=[EMBEDDED_LABEL])
     assert p.prompts == ((1, "tell a story about tom ."), (4, "mia has 7 marbles . how many ?")) and p.count == 2
     assert [item.prompt for item in p.items()] == [prompt for _, prompt in p.prompts]
     assert all(item.reference is None for item in p.items()) and p.name(1) == "Line 4 of your prompts"
-    held = parse_sweep(**sweep_args(prompts="hello\n" * 100), models=[EMBEDDED_LABEL])
+    held = parse_sweep(sweep_args(prompts="hello\n" * 100), models=[EMBEDDED_LABEL])
     assert held.prompts == () and held.count == 2
 
 
 def test_each_task_sweeps_its_own_held_out_prompts() -> None:
     def items(task: str) -> list:
-        return parse_sweep(**sweep_args(task=task, problems=3), models=[EMBEDDED_LABEL]).items()
+        return parse_sweep(sweep_args(task=task, problems=3), models=[EMBEDDED_LABEL]).items()
 
     assert items("stories") == held_out("stories", 3)
     assert items("word problems") == held_out("words", 3)
@@ -248,16 +257,16 @@ def test_a_sweep_of_stories_decodes_them_as_the_model_declares(registry) -> None
     """The embedded model samples its stories (temperature 0.7, its config.json): a sweep of held-out
     stories does too, as `bench --task stories` would; word problems and your own prompts stay greedy."""
     model, _ = registry.get(EMBEDDED_LABEL)
-    stories = parse_sweep(**sweep_args(task="stories"), models=registry.labels)
+    stories = parse_sweep(sweep_args(task="stories"), models=registry.labels)
     assert stories.config.temperature == 0.0 and stories.decode_config(model.config).temperature == 0.7
     assert stories.decode_config(model.config).gen_len == stories.config.gen_len  # the sweep's own controls stay
-    words = parse_sweep(**sweep_args(), models=registry.labels)
+    words = parse_sweep(sweep_args(), models=registry.labels)
     assert words.decode_config(model.config) == words.config
 
 
 def test_streamed_sweep_ends_on_the_rows_core_bench_gives_for_the_same_settings(registry) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
-    params = parse_sweep(**sweep_args(), models=registry.labels)
+    params = parse_sweep(sweep_args(), models=registry.labels)
     snaps = list(params.snapshots(model, tokenizer))
     assert [s.decodes for s in snaps] == list(range(1, 10)) and snaps[-1].total == 9  # (1 warm-up + 2) x 3
     direct = sweep(model, tokenizer, held_out("words", 2), [0.5, 3.0], [2], params.config)
@@ -341,8 +350,9 @@ def test_on_a_gpu_the_sweep_runs_in_the_gpu_function_with_pickled_arguments(gpu_
     out = list(s.run(**sweep_args(model="gpu", problems=1), metric="accuracy",
                      request=SimpleNamespace(session_hash="g")))
     assert "Sweep done: 1 prompt" in out[-1][s.panels.status] and len(sent) == 1
-    label, flag, params = sent[0]
-    assert label == "gpu" and isinstance(params, SweepParams) and params.model == "gpu" and isinstance(flag, StopFlag)
+    choice, flag, job = sent[0]
+    assert choice.label == "gpu" and isinstance(flag, StopFlag)
+    assert isinstance(job, SweepJob) and job.params.model == "gpu" and len(job.prompt_ids) == 1
 
 
 # ---- your prompts: the texts of a point, the downloads, the command line ------------------------------
@@ -478,3 +488,26 @@ def test_the_command_line_the_tab_names_gives_the_same_rows(own_sweep, registry,
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert exact(rows) == exact(json.loads(json.dumps(last[s.panels.result].rows)))
     assert "entropy(tau=12.0, k=2)" in capsys.readouterr().out
+
+
+def test_a_sweep_tokenizes_each_prompt_once_and_looks_its_model_up_once(registry, monkeypatch) -> None:
+    """The prompt check's ids are the ones decoded (the tab, then the bench, take them as they are), and
+    the model picked is looked up once, when the sweep is checked."""
+    import app.serving.registry
+    import app.sweep.tab
+    import evaluation.bench
+
+    tokenized, looked_up = [], []
+    for module in (app.serving.registry, app.sweep.tab, evaluation.bench):
+        def counted(tokenizer, prompt, real=module.chat_prompt_ids):
+            tokenized.append(prompt)
+            return real(tokenizer, prompt)
+
+        monkeypatch.setattr(module, "chat_prompt_ids", counted)
+    choice = registry.choice
+    monkeypatch.setattr(registry, "choice", lambda label: looked_up.append(label) or choice(label))
+    s = sweep_tab(registry)
+    looked_up.clear()  # building the tab reads the first model's lengths
+    out = list(s.run(**sweep_args(), metric="accuracy", request=SimpleNamespace(session_hash="once")))
+    assert "Sweep done: 2 prompts" in out[-1][s.panels.status]
+    assert sorted(tokenized) == sorted(item.prompt for item in held_out("words", 2)) and looked_up == [EMBEDDED_LABEL]

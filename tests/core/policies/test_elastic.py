@@ -3,7 +3,8 @@
 import torch
 from tiny_models import tiny_model
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.policies import make_policy
 from core.policies.elastic import DriftWatch
 

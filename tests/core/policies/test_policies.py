@@ -7,7 +7,8 @@ import pytest
 import torch
 from tiny_models import tiny_model
 
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.policies import POLICIES, CachePolicy, Outcome, Plan, StepContext, make_policy, register
 
 P, GEN, BLOCK = 4, 12, 4  # prompt 0..3; blocks 4..7, 8..11, 12..15
@@ -247,7 +248,7 @@ def test_bad_policy_requests(name, params, message):
 def test_declared_parameters_are_checked_and_set():
     """A policy declares its parameters once; the base class checks values against the declaration,
     fills defaults and sets attributes, and `register` names the class."""
-    from core.policies.params import Param
+    from core.params import Param
 
     @register("every-n")
     class EveryN(CachePolicy):

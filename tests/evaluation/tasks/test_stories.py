@@ -7,7 +7,8 @@ import pytest
 
 from evaluation.tasks import stories
 from evaluation.tasks import word_problems as task
-from evaluation.tasks.stories import Story, check_story, choice_points, free_share, is_held_out, make_split, make_story
+from evaluation.tasks.stories import Story, is_held_out, make_split, make_story
+from evaluation.tasks.story_checker import check_story, choice_points, free_share, repeated_events
 from training.word_tokenizer import build_tokenizer
 
 PROMPT = "tell a story about leo and a dog in the park ."
@@ -55,15 +56,15 @@ def test_make_story_any_prompt_is_valid():
 
 def test_repeated_events_counts_the_ten_word_units_seen_before():
     # GOOD: an opening, 13 events of ten words and the ending (its first ten words a unit too), none twice
-    assert stories.repeated_events(GOOD) == (0, 14)
+    assert repeated_events(GOOD) == (0, 14)
     event = "lily waved at leo . the farm was quiet . "
     looping = GOOD.replace(event, event * 3)  # the same event twice more: grammatical, so the checker passes it
-    assert check_story(PROMPT, looping) == (True, "") and stories.repeated_events(looping) == (2, 16)
+    assert check_story(PROMPT, looping) == (True, "") and repeated_events(looping) == (2, 16)
     opening = " ".join(GOOD.split()[:26]) + " "  # the opening: 26 words, two sentences
     went = "then he went to the farm with his dog . "
-    assert stories.repeated_events(opening + event * 4 + went + event) == (4, 6)
-    assert stories.repeated_events("") == (0, 0) and stories.repeated_events("the end .") == (0, 0)
-    assert stories.repeated_events(opening + event.upper() + event) == (1, 2)  # case is a decoder's, not a word's
+    assert repeated_events(opening + event * 4 + went + event) == (4, 6)
+    assert repeated_events("") == (0, 0) and repeated_events("the end .") == (0, 0)
+    assert repeated_events(opening + event.upper() + event) == (1, 2)  # case is a decoder's, not a word's
 
 
 def test_hand_written_story_passes():

@@ -2,10 +2,10 @@
 
 A policy's parameters (CachePolicy.parameters) and the decode settings (DecodeConfig.parameters) are
 declared this way (a number, or a name out of a few `choices`), and everything else is derived from
-the declarations: the objects' own checks, the command line's flags (evaluation/cli.py), the bench's
-columns and sweeps, and the app's controls (a slider, or a dropdown of the choices), whose server-side
-bounds are the declared UI range. A bad value is a ValueError that names the
-setting and what it allows.
+the declarations: the objects' own checks, the command line's flags (evaluation/cli/flags.py), the
+bench's columns and sweeps, and the app's controls (a slider, or a dropdown of the choices), whose
+server-side bounds are the declared UI range. A bad value is a ValueError that names the setting and
+what it allows (core/refusal.py words it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SHOWN_CHARS = 60  # a value quoted in a message is cut here: a client may send a megabyte
+from core.refusal import check_choice, shown
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Param:
         if value is None and self.default is None:
             return None
         if self.choices:
-            return check_choice(label or self.name, value, self.choices)
+            return check_choice(value, self.choices, label or self.name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             item = getattr(value, "item", None)  # numpy scalars and 0-d tensors are numbers too
             value = item() if callable(item) and getattr(value, "ndim", 1) == 0 else value
@@ -104,26 +104,6 @@ def value_text(value: int | float | str | None) -> str:
 def number_text(value: float) -> str:
     """A bound as a person writes it: 2147483647 in full (not 2.14748e+09), 0.5 as 0.5."""
     return str(int(value)) if math.isfinite(value) and float(value).is_integer() else f"{value:g}"
-
-
-def check_choice(setting: str, value: object, choices: tuple[str, ...]) -> str:
-    """`value` if it is one of `choices`, else a ValueError that names the setting and says what is
-    (a setting chosen by name, such as the graphs and fusion modes)."""
-    if value not in choices:
-        raise ValueError(f"{setting} must be one of {', '.join(choices)}, got {shown(value)}")
-    return value
-
-
-def shown(value: object) -> str:
-    """`value` for a message: its repr (which escapes what cannot be printed) cut to SHOWN_CHARS; NaN
-    as NaN, and an integer too long for repr said so."""
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    try:
-        text = repr(value)
-    except ValueError:  # past sys.get_int_max_str_digits()
-        return "an integer too long to write out"
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}..."
 
 
 def check_params(policy: str, declared: tuple[Param, ...], given: dict) -> dict:
