@@ -100,7 +100,7 @@ def test_browser_the_papers_baseline_has_one_name_in_the_picker_the_lanes_the_ta
 def test_browser_the_banner_says_what_was_raced_and_which_lane_finished_first(page) -> None:
     """A story (short) against vanilla at tau 0 with parallel decoding: the paper's lanes, not its prompt."""
     page.locator("#examples button").first.click()  # a story, at the model's gen 256
-    page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('tell a story')",
+    page.wait_for_function("document.querySelector('#prompt textarea')?.value.startsWith('tell a story')",
                            timeout=30_000)
     for key, value in (("tau", "0"), ("threshold", "0.9")):
         set_number(page, key, value)
@@ -166,6 +166,36 @@ def test_browser_the_page_opens_on_a_short_intro_and_the_long_prompts_question_i
     page.get_by_text("recomputes the whole cache only after").wait_for(timeout=30_000)
     page.locator("#examples button").first.click()  # a story: its own question, shown whole
     page.locator("#prompt textarea").wait_for(timeout=30_000)
-    page.wait_for_function("document.querySelector('#prompt textarea').value.startsWith('tell a story')",
+    page.wait_for_function("document.querySelector('#prompt textarea')?.value.startsWith('tell a story')",
                            timeout=30_000)
     assert not question.is_visible()
+
+
+def test_browser_the_sweeps_sentences_agree_with_its_texts_and_the_held_out_count_hides_for_your_prompts(page) -> None:
+    page.get_by_role("tab", name="Sweep").click(timeout=60_000)
+    count = page.locator("#sweep-ctl-problems")
+    count.wait_for(timeout=30_000)
+    page.locator("#sweep-task").get_by_label("your prompts", exact=True).check()
+    count.wait_for(state="hidden", timeout=30_000)  # your prompts are the box's lines: no count to set
+    page.locator("#sweep-task").get_by_label("stories", exact=True).check()
+    count.wait_for(state="visible", timeout=30_000)
+    page.locator("#sweep-prompts textarea").fill("tell a story about tom and a duck in the garden .\n"
+                                                 "tell a story about max and a bird in the farm .")
+    page.locator("#sweep-taus textarea").fill("12")
+    page.locator("#sweep-decoding").get_by_text("Decoding").click()
+    for key, value in (("gen_len", "32"), ("block_len", "16")):
+        set_number(page, key, value, prefix="sweep-")
+    page.locator("#sweep-run-btn").click()
+    banner_says(page, "Sweep done: 2 prompts", "sweep-banner")
+    page.locator("#sweep-higher").click()  # the sweep's one point
+    page.locator("#sweep-point .ec-prompt").nth(1).wait_for(timeout=30_000)
+    head = page.locator("#sweep-point .ec-point-head").inner_text()
+    shared = re.search(r"Tokens the same before the texts part: (.*); median", head).group(1).split(", ")
+    for card, said in zip(page.locator("#sweep-point .ec-prompt").all(), shared):
+        text = card.inner_text()
+        if said.startswith("all "):  # never parts: the card says the same text
+            assert "the same text as the exact decoder" in text
+        else:  # the tokens shared, then the card's first differing token, counted from 1
+            n = int(said.split(" ")[0])
+            assert re.search(rf"(parts from the exact decoder's text at token {n + 1} of|stops after the first {n} |"
+                             rf"the exact decoder's {n} tokens, then)", text), (said, text)
