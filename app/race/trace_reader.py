@@ -211,7 +211,7 @@ def _lane(raw: object, where: str, sides: tuple[str, ...], index: int, shape: _S
     rank = lane["finish_rank"]
     if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= len(sides):
         raise ValueError(f"{where}.finish_rank: expected 1 to {len(sides)}, got {quoted(rank)}")
-    policy = shown_policy(read_text(lane["policy"], f"{where}.policy", MAX_CHARS))  # `none` read as vanilla
+    policy = shown_policy(read_text(lane["policy"], f"{where}.policy", MAX_CHARS))
     return RecordedLane(side, policy, decoding, read_text(lane["text"], f"{where}.text", MAX_TEXT), rank, events,
                         tau if _decides_by_entropy(policy) else None)
 

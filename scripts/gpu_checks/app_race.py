@@ -23,13 +23,13 @@ from scripts.gpu_checks.shapes import BLOCK, ROOT, SHAPES, K, build, free
 
 
 def app_race_args(label: str, prompt: str, gen_len: int) -> dict:
-    """A race of vanilla decoding (no cache) against EntropyCache at tau 12 nats, above any entropy a random
-    126k-token model gives (ln 126464 = 11.7): with random weights entropy means nothing, so only block
-    starts refresh, the schedule the offline figures replay. Every other control the race takes is sent by its declared
+    """A race of no cache against EntropyCache at tau 12 nats, above any entropy a random 126k-token model
+    gives (ln 126464 = 11.7): with random weights entropy means nothing, so only block starts refresh,
+    the schedule the offline figures replay. Every other control the race takes is sent by its declared
     name at its declared default (app/controls/declared.py: 0 for an optional setting left unset)."""
     controls = {key: control.default for key, control in RUN_CONTROLS.items()}
     return dict(prompt=prompt, model=label, policy=VANILLA, **{**controls, "tau": 12.0, "k": K, "gen_len": gen_len,
-                                                                "block_len": BLOCK})
+                                                               "block_len": BLOCK})
 
 
 def app_check(folder: Path, dry: bool) -> dict:

@@ -94,8 +94,8 @@ def test_the_servers_graphs_setting_reaches_every_race_and_the_static_path_races
 def test_prompt_that_does_not_fit_the_model_is_refused_clearly(registry, tmp_path) -> None:
     model, tokenizer = registry.get(EMBEDDED_LABEL)
     prompt, longest = too_long_prompt(model)
-    # 32 steps, both lanes (a cache at EntropyCache's settings): within the work budget (app/serving/budget.py),
-    # so that core's own check is the one met
+    # 32 steps for both lanes (a compared cache runs at the controls' settings, vanilla one token per
+    # step): within the work budget (app/serving/budget.py), so that core's own check is the one met
     too_long = race_run(registry, prompt, policy="dual", gen_len=longest, block_len=32, steps=32)
     with pytest.raises(ValueError, match="exceeds the model's"):  # core's own check, at the first step
         next(stream_race(model, tokenizer, too_long, trace_dir=tmp_path))

@@ -229,16 +229,6 @@ def test_a_trace_from_before_the_later_decode_settings_reads_them_as_their_defau
         read_trace(json.dumps(mutate(recorded, "lanes.1.decoding.schedule", "blocks")).encode())
 
 
-def test_a_trace_from_when_the_baseline_was_called_none_reads_as_vanilla(recorded) -> None:
-    """One name for the baseline: a trace the app writes says vanilla, in its settings and its lane; one
-    written before, saying none, still loads, and reads (and replays) alike."""
-    assert recorded["settings"]["policy"] == recorded["lanes"][0]["policy"] == "vanilla"
-    older = copy.deepcopy(recorded)
-    older["settings"]["policy"] = older["lanes"][0]["policy"] = "none"
-    assert read_trace(json.dumps(older).encode()) == read_trace(json.dumps(recorded).encode())
-    assert replay_of(older).layout().labels == replay_of(recorded).layout().labels
-
-
 def test_a_setting_declared_after_a_trace_was_written_reads_as_its_default(recorded, monkeypatch) -> None:
     """A new decode setting is its declaration (and its use in the decode), nothing else: a trace written
     before it was declared still loads and replays, the setting at its declared default in the run's
@@ -260,6 +250,16 @@ def test_a_setting_declared_after_a_trace_was_written_reads_as_its_default(recor
         read_trace(json.dumps(mutate(recorded, "lanes.1.decoding.graphs", "x")).encode())
     with pytest.raises(ValueError, match=re.escape("settings.graphs: graphs must be one of auto, on, off, got 'x'")):
         read_trace(json.dumps(mutate(recorded, "settings.graphs", "x")).encode())
+
+
+def test_a_trace_from_when_the_baseline_was_called_none_reads_as_vanilla(recorded) -> None:
+    """One name for the baseline: a trace the app writes says vanilla, in its settings and its lane; one
+    written before, saying none, still loads, and reads (and replays) alike."""
+    assert recorded["settings"]["policy"] == recorded["lanes"][0]["policy"] == "vanilla"
+    older = copy.deepcopy(recorded)
+    older["settings"]["policy"] = older["lanes"][0]["policy"] = "none"
+    assert read_trace(json.dumps(older).encode()) == read_trace(json.dumps(recorded).encode())
+    assert replay_of(older).layout().labels == replay_of(recorded).layout().labels
 
 
 def test_not_json_and_oversized_traces_are_refused(recorded, tmp_path) -> None:
