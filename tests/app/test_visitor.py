@@ -60,6 +60,16 @@ def set_number(page, key: str, value: str, prefix: str = "") -> None:
     box.press("Tab")
 
 
+def race(page, prompt: str, **numbers: str) -> str:
+    """Race `prompt` with the controls `numbers` typed in (the rest as the page has them); the banner at the end."""
+    type_prompt(page, prompt)
+    for key, value in numbers.items():
+        set_number(page, key, value)
+    page.locator("#run-btn").click()
+    banner_says(page, "speedup (measured)")
+    return page.locator("#banner").inner_text()
+
+
 def test_browser_an_input_the_page_cannot_take_is_refused_by_name_and_one_the_server_changes_is_said(page) -> None:
     set_number(page, "tau", "-5")  # below the slider's 0: kept as typed, not put into the range
     page.locator("#run-btn").click()
@@ -69,12 +79,8 @@ def test_browser_an_input_the_page_cannot_take_is_refused_by_name_and_one_the_se
     type_prompt(page, "mia has 7 marbles . " * 500)  # 10,000 characters: not cut in the box
     page.locator("#run-btn").click()
     banner_says(page, "The prompt is 10000 characters long; the limit is 6000.", timeout=30_000)
-    type_prompt(page, "  tell a story about tom and a duck in the garden .\n")
-    for key, value in (("threshold", "1"), ("gen_len", "32"), ("block_len", "16")):
-        set_number(page, key, value)
-    page.locator("#run-btn").click()
-    banner_says(page, "speedup (measured)")
-    banner = page.locator("#banner").inner_text()
+    banner = race(page, "  tell a story about tom and a duck in the garden .\n", threshold="1", gen_len="32",
+                  block_len="16")
     assert "Changed: the prompt was sent with 3 blank characters (spaces, new lines) at its ends" in banner
     assert "Changed: asked parallel-decoding threshold 1, used parallel-decoding threshold unset (off)." in banner
 
@@ -118,11 +124,8 @@ def test_browser_the_banner_says_what_was_raced_and_which_lane_finished_first(pa
 
 def test_browser_the_summary_table_fits_the_screen_with_every_column(page) -> None:
     """Three lanes, the longest cells a race has (the middle lane's schedule, EntropyCache's policy)."""
-    type_prompt(page, "mia has 7 marbles . mia buys 10 more marbles . how many marbles does mia have now ?")
-    for key, value in (("gen_len", "32"), ("block_len", "16"), ("threshold", "0.9")):
-        set_number(page, key, value)
-    page.locator("#run-btn").click()
-    banner_says(page, "speedup (measured)")
+    race(page, "mia has 7 marbles . mia buys 10 more marbles . how many marbles does mia have now ?", gen_len="32",
+         block_len="16", threshold="0.9")
     banner_says(page, "entropy(tau=1.0, k=2)", "summary", timeout=30_000)  # the rows are in
     table = page.locator("#summary")
     table.scroll_into_view_if_needed()
