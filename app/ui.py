@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app.controls.panel import CSS as PROMPT_CSS
 from app.controls.panel import KEEP_TYPED_JS
 from app.drift.tab import DriftTab, build_drift_tab
 from app.race.panels import CSS as LANE_CSS
@@ -33,7 +34,7 @@ from app.widgets.text_diff import CSS as DIFF_CSS
 from app.widgets.text_view import CSS as TEXT_CSS
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 
-CSS = BANNER_CSS + TEXT_CSS + LANE_CSS + SPEED_CSS + TIME_CSS + PARTED_CSS + DIFF_CSS + POINT_CSS
+CSS = BANNER_CSS + PROMPT_CSS + TEXT_CSS + LANE_CSS + SPEED_CSS + TIME_CSS + PARTED_CSS + DIFF_CSS + POINT_CSS
 PAGE_SCRIPTS = (SWEEP_JS, REPLAY_JS, KEEP_TYPED_JS)
 JS = "() => { " + " ".join(f"({script.strip()})();" for script in PAGE_SCRIPTS) + " }"  # Gradio takes one script
 

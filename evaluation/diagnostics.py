@@ -211,25 +211,37 @@ NARROW_NATS = 0.2  # entropies all below this: too narrow a range for a correlat
 MIN_PAIRS = 8
 
 
-def verdict(link: dict) -> str:
-    """How a Spearman correlation reads, in words, judged as it is shown (to 2 places) and weighed by
-    what it rests on: its n (below MIN_PAIRS, or a rho within 2 / sqrt(n) of 0, the width of what
-    chance alone gives at that n, says nothing), the range of entropies it covers (every one below
-    NARROW_NATS: too narrow to say), then its size."""
+def judged(link: dict) -> str:
+    """How a Spearman correlation reads, judged as it is shown (to 2 places) and weighed by what it rests
+    on: 'few' (below MIN_PAIRS pairs, or NaN), 'narrow' (every entropy below NARROW_NATS: too narrow a
+    range to say), 'chance' (a rho within 2 / sqrt(n) of 0, the width of what chance alone gives at that
+    n), else its direction and size: 'tracks', 'weakly tracks', 'weakly runs against', 'runs against'."""
     n, rho = link["n"], link["spearman"]
     if n < MIN_PAIRS or math.isnan(rho):
-        return f"cannot yet say whether it tracks ({n} step{'s' * (n != 1)})"
+        return "few"
     if link["max_entropy"] < NARROW_NATS:
-        return (f"cannot say whether it tracks: every entropy is below {NARROW_NATS} nats, too narrow a range "
-                f"(Spearman {round(rho, 2):+.2f} over {n} steps)")
+        return "narrow"
     shown = round(rho, 2)
     if abs(shown) < 2 / math.sqrt(n):
-        return f"shows no link to ({shown:+.2f} over {n} steps is within chance)"
+        return "chance"
     if shown >= 0.3:
         return "tracks"
     if shown > 0:
         return "weakly tracks"
     return "weakly runs against" if shown > -0.3 else "runs against"
+
+
+def verdict(link: dict) -> str:
+    """The judgement of a Spearman correlation (judged), as a verb phrase of what_holds's sentence."""
+    n, rho, kind = link["n"], link["spearman"], judged(link)
+    if kind == "few":
+        return f"cannot yet say whether it tracks ({n} step{'s' * (n != 1)})"
+    if kind == "narrow":
+        return (f"cannot say whether it tracks: every entropy is below {NARROW_NATS} nats, too narrow a range "
+                f"(Spearman {round(rho, 2):+.2f} over {n} steps)")
+    if kind == "chance":
+        return f"shows no link to ({round(rho, 2):+.2f} over {n} steps is within chance)"
+    return kind
 
 
 def what_holds(found: dict, after_full: dict | None = None) -> str:

@@ -4,9 +4,10 @@
     python scripts/screenshots.py --out runs/shots --sweep-prompts 2
 
 It serves the app in this process on loopback, drives Debian's Chromium through Playwright (as the
-browser tests do) with the page's own defaults (the first example prompt, a story), and prints what
-each tab reported (the race's speedup, the drift's correlations, the sweep's banner and its picked point). Run it alone
-on the machine: the race's speedup is measured while it runs.
+browser tests do) with the page's own defaults (the Race's paper comparison on the long example, the
+Drift tab's story), and prints what each tab reported (the race's speedup, the drift's sentences, the
+sweep's banner and its picked point). Run it alone on the machine: the race's speedup is measured while
+it runs.
 """
 
 from __future__ import annotations

@@ -20,10 +20,12 @@ import gradio as gr
 from app.controls.declared import DECODE_CONTROLS, PEER_CONTROLS, RUN_CONTROLS, Control, compared_policies
 from app.controls.run import RawRun, Run, check_run
 from app.serving.context import AppContext
+from app.serving.examples import Example
 from app.serving.panel_tab import PanelTab
 from app.serving.registry import ModelChoice, ModelRegistry
 from app.serving.runner import Outputs
 from app.widgets.banner import refusing
+from app.widgets.inert import inert
 from core.refusal import shown
 
 C = TypeVar("C", bound=gr.components.Component)
@@ -137,6 +139,8 @@ class Opening:
 @dataclass
 class Inputs:
     prompt: gr.Textbox
+    question: gr.Markdown  # an example's question, shown above its folded prompt (prompt_view)
+    fold: gr.Accordion  # the prompt box, folded while it holds an example with a question
     examples: gr.Dataset
     model: gr.Dropdown
     policy: gr.Dropdown
@@ -153,12 +157,36 @@ class Inputs:
                 **self.peer_controls}
 
     def per_model(self) -> list[gr.components.Component]:
-        """What a change of model resets: its examples, the prompt and what an example sets."""
-        return [self.examples, self.prompt, *self.per_example()]
+        """What a change of model resets: its examples, the prompt, how it is shown and what an example sets."""
+        return [self.examples, *self.per_example()]
 
     def per_example(self) -> list[gr.components.Component]:
-        """The controls an example prompt may set (example_controls)."""
-        return [self.controls[key] for key in EXAMPLE_SET]
+        """What picking an example prompt sets: the prompt, how it is shown, and the controls it may set
+        (example_controls)."""
+        return [self.prompt, self.question, self.fold, *(self.controls[key] for key in EXAMPLE_SET)]
+
+    def showing(self, example: Example | None) -> Outputs:
+        """The question line and the prompt's fold for `example` in the prompt box (None: a prompt of the
+        visitor's own), as prompt_view says."""
+        question, folded = prompt_view(example)
+        return {self.question: question, self.fold: gr.Accordion(open=not folded, label=FOLDED if folded else OPEN)}
+
+
+FOLDED = "The whole prompt: what comes before the question, then the question (open to read or edit it)"
+OPEN = "Prompt"
+CSS = """
+.ec-question:not(:has(p)) { display: none; }
+.ec-question p { font-size: 15px; margin: 0; }
+"""
+
+
+def prompt_view(example: Example | None) -> tuple[str, bool]:
+    """(the question line, whether the prompt box is folded) for `example` in the box: one that asks a
+    question after worked examples or a passage shows that question first and folds the wall of text
+    before it; any other prompt is shown whole, with no line above it."""
+    if example is None or not example.question:
+        return "", False
+    return f"**The question**, last in the prompt: {inert(example.question)}", True
 
 
 def example_samples(choice: ModelChoice) -> list[list[str]]:
@@ -174,11 +202,14 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
     policies = compared_policies() if policies is None else policies
     first = registry.choice(registry.labels[0])
     index = opening.example(first)
+    question_line, folded = prompt_view(first.example_list[index] if index < len(first.example_list) else None)
     with gr.Row():
         with gr.Column(scale=3):
-            # No max_length: the box would cut a longer paste silently; the handler refuses it, saying why.
-            prompt = gr.Textbox(first.examples[index], label="Prompt", lines=3, max_lines=12,
-                                elem_id=f"{prefix}prompt")
+            question = gr.Markdown(question_line, elem_id=f"{prefix}prompt-question", elem_classes=["ec-question"])
+            with gr.Accordion(FOLDED if folded else OPEN, open=not folded, elem_id=f"{prefix}prompt-fold") as fold:
+                # No max_length: the box would cut a longer paste silently; the handler refuses it, saying why.
+                prompt = gr.Textbox(first.examples[index], label="Prompt", show_label=False, lines=3, max_lines=12,
+                                    elem_id=f"{prefix}prompt")
             examples = gr.Dataset(components=[prompt], samples=example_samples(first), type="index",
                                   label="Example prompts for this model", elem_id=f"{prefix}examples")
         with gr.Column(scale=2):
@@ -197,7 +228,8 @@ def build_inputs(registry: ModelRegistry, prefix: str = "", policies: list[str] 
                 controls.update({key: bounded_slider(RUN_CONTROLS[key], defaults.get(key), prefix)
                                  for key in keys[first:first + CONTROLS_PER_ROW]})
         peer_controls, peer_groups = _peer_sliders(prefix, policies, opening.policy or policies[0])
-    return Inputs(prompt, examples, model, policy, run, stop, controls, peer_controls, peer_groups, opening)
+    return Inputs(prompt, question, fold, examples, model, policy, run, stop, controls, peer_controls, peer_groups,
+                  opening)
 
 
 def _peer_sliders(prefix: str, policies: list[str], picked: str) -> tuple[dict[str, gr.Slider], dict[str, gr.Row]]:
@@ -245,8 +277,8 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     declared = declared_controls(registry)
 
     def example_inputs(c: ModelChoice, index: int) -> Outputs:
-        """The prompt box and the declared controls as example `index` of model `c` sets them."""
-        return {ins.prompt: c.examples[index],
+        """The prompt box, how it is shown, and the declared controls as example `index` of model `c` sets them."""
+        return {ins.prompt: c.examples[index], **ins.showing(c.example_list[index]),
                 **{ins.controls[key]: value for key, value in example_controls(c, index, declared).items()}}
 
     def model_inputs(label: object) -> Outputs:
@@ -266,8 +298,10 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
     run_event = wire_run(ins.run, ins.stop, ctx, run, ins.for_run(), outputs, api_name, status)
     ins.model.change(refusing(status, model_inputs), ins.model, [*ins.per_model(), status], api_visibility="private")
     ins.policy.change(show_own_controls, ins.policy, list(ins.peer_groups.values()), api_visibility="private")
-    ins.examples.click(refusing(status, pick_example), [ins.examples, ins.model],
-                       [ins.prompt, *ins.per_example(), status], api_visibility="private")
+    ins.examples.click(refusing(status, pick_example), [ins.examples, ins.model], [*ins.per_example(), status],
+                       api_visibility="private")
+    # Typing makes the prompt the visitor's own: the question line above it goes (in the page, no round trip).
+    ins.prompt.input(None, None, ins.question, js="() => ''", queue=False, api_visibility="private")
     return run_event
 
 

@@ -48,6 +48,10 @@ def placeholder(name: str) -> go.Figure:
                         figure.height)
 
 
+# A log axis of relative changes, ticked at each power of ten as a percentage (0.1%, 1%, 10%): not plotly's
+# bare "2" and "5" between the powers.
+PERCENT_LOG_AXIS = dict(type="log", dtick=1, tickformat="~%")
+
 SERIES_STYLE = {  # evaluation.diagnostics.SERIES: what each shows, and its colour
     "reused": ("rows the next step reuses", FULL_COLOR),
     "recomputed": ("rows it recomputes", LINE_COLOR),
@@ -83,9 +87,6 @@ def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
                     customdata=[p.step for p in points],
                     hovertemplate="step %{customdata}<br>entropy %{x:.3f}<br>change %{y:.2e}<extra></extra>"))
     top = max([p.entropy for p in pairs] + ([tau] if tau is not None and tau >= 0 else []), default=1.0)
-    if tau is not None and tau >= 0:
-        fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5), annotation_text=f"tau {tau:g}",
-                      annotation_position="top")
     parts = [f"{SERIES_STYLE[name][0].split(' (')[0]}: Spearman {_r(links[f'{name}_unmarked']['spearman'])} "
              f"({_r(links[f'{name}_all']['spearman'])} with marked)" for name in shown]
     fig.update_layout(
@@ -93,9 +94,13 @@ def change_scatter(analysis: dict, tau: float | None) -> go.Figure:
         height=FIGURES["scatter"].height, margin=dict(MARGIN, t=60), template="plotly_white",
         legend=dict(orientation="h", y=-0.3, font=dict(size=11)),
         xaxis=dict(title="max entropy decoded at the previous step (nats)", range=[-0.02 * top, top * 1.05]),
-        yaxis=dict(title="mean relative K/V change", type="log"),
-        annotations=[dict(text="hollow: after an end-of-text, or into a block's first step", showarrow=False,
-                          xref="paper", yref="paper", x=1, y=1.02, xanchor="right", font=dict(size=10))])
+        yaxis=dict(title="mean relative K/V change", **PERCENT_LOG_AXIS))
+    fig.add_annotation(text="hollow: after an end-of-text, or into a block's first step", showarrow=False,
+                       xref="paper", yref="paper", x=1, y=1.02, xanchor="right", font=dict(size=10))
+    if tau is not None and tau >= 0:  # after the layout, whose annotations would replace the line's label
+        fig.add_vline(x=tau, line=dict(color=TAU_COLOR, dash="dash", width=1.5),
+                      annotation=dict(text=f"tau {tau:g}: above it, the next step is full", font=dict(size=11,
+                                      color=TAU_COLOR)), annotation_position="bottom right")
     return fig
 
 
@@ -133,12 +138,14 @@ def drift_heatmap(events: list[StepEvent], n_layers: int, max_steps: int) -> go.
     full = [e.step for e in events if e.full and e.step < max_steps]
     fig = go.Figure(go.Heatmap(z=z, colorscale="Viridis", colorbar=dict(title="1 - cos", thickness=12),
                                hovertemplate="step %{x}<br>layer %{y}<br>drift %{z:.2e}<extra></extra>"))
-    if full:  # the steps that recomputed everything, marked above the map
-        fig.add_trace(go.Scatter(x=full, y=[n_layers - 0.5] * len(full), mode="markers", name="full step",
+    if full:  # the steps that recomputed everything, marked above the map and named in the legend
+        fig.add_trace(go.Scatter(x=full, y=[n_layers - 0.5] * len(full), mode="markers",
+                                 name="full step (the cache rewritten)",
                                  marker=dict(symbol="triangle-down", color=FULL_COLOR, size=7), cliponaxis=False,
                                  hovertemplate="step %{x}: full<extra></extra>"))
     fig.update_layout(title=dict(text=FIGURES["heatmap"].title, font=dict(size=13)),
-                      height=FIGURES["heatmap"].height, margin=MARGIN, showlegend=False, template="plotly_white",
+                      height=FIGURES["heatmap"].height, margin=dict(MARGIN, b=70), template="plotly_white",
+                      showlegend=bool(full), legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)),
                       xaxis=dict(title="step", range=[-0.5, max_steps - 0.5]),
                       yaxis=dict(title="layer", range=[-0.5, n_layers - 0.5]))
     return fig
@@ -154,5 +161,5 @@ def volatility_figure(curve: dict[int, float]) -> go.Figure:
     fig.update_layout(title=dict(text=FIGURES["volatility"].title, font=dict(size=13)),
                       height=FIGURES["volatility"].height, margin=MARGIN, showlegend=False, template="plotly_white",
                       xaxis=dict(title="steps since unmasked"),
-                      yaxis=dict(title="mean relative K/V change", type="log"))
+                      yaxis=dict(title="mean relative K/V change", **PERCENT_LOG_AXIS))
     return fig

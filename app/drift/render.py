@@ -1,6 +1,6 @@
-"""The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner (with the
-sentence of what holds on this prompt), the response text and four figures, using evaluation.diagnostics for
-every number.
+"""The Drift tab's renderer: a diagnostic decode's snapshots (app/drift/decode.py) as the banner (the
+sentences of app/drift/status.py: what holds on this prompt), the response text and four figures, using
+evaluation.diagnostics for every number.
 
 Data flows one way: the decoder yields events, this module only reads them. No gradio here.
 """
@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from app.controls.run import Run
 from app.drift.decode import DriftSnapshot
 from app.drift.plots import change_scatter, drift_heatmap, staleness_figure, volatility_figure
+from app.drift.status import findings, left_out, progress
 from app.widgets.banner import banner, changes_html
 from app.widgets.explain import explain_step
 from app.widgets.lane_plots import step_axis
@@ -96,14 +97,10 @@ class DriftRenderer:
         )
 
     def _banner(self, events, analysis: dict, message: str, finished: bool) -> str:
-        changed = changes_html(self.run.changed)  # what the decode does otherwise than it was sent
+        """The status line (app/drift/status.py), with what the decode does otherwise than it was sent."""
+        changed = changes_html(self.run.changed)
         if message:
             return banner(f"{html.escape(message)}{changed}")
-        full = sum(e.full for e in events)
-        state = "Done" if finished else "Decoding"
-        marked = analysis["marked"]
-        return banner(
-            f"{state} ({html.escape(self.policy)}, probe on): step {len(events)} of at most {self.max_steps}, "
-            f"{full} full.{changed} {html.escape(analysis['summary'])} <span class='ec-note'>Left out: "
-            f"{marked['tail']} step{'s' * (marked['tail'] != 1)} after an end-of-text, {marked['block_start']} into "
-            "a block's first step.</span>")
+        said = " ".join([progress(events, self.policy, self.max_steps, finished), *findings(analysis)])
+        return banner(f"{html.escape(said)}{changed} <span class='ec-note'>{html.escape(left_out(analysis['marked']))}"
+                      "</span>")

@@ -24,15 +24,18 @@ from core.refusal import shown
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
 INTRO = """### Drift diagnostics
-The picked policy (EntropyCache, or one of the caches it is compared with) decodes the prompt with a probe
-on. Before each step the probe runs a full forward of the current tokens and measures how far the last
-step's decode moved every row's K/V (*drift*, as the paper means it), set against the entropy of what that
-step decoded and split into the rows the next step recomputes and the rows it reuses from the cache (what
-the cache risks); how stale the policy's own cache has grown since its last full step; and how much a
-decoded token's K/V still changes from one step to the next (*volatility*). Steps after an end-of-text and
-into a block's first step are marked apart: their drift says nothing about entropy. The probe's forward is
-in no step's time. Pick a story and a word problem from the examples to see where entropy predicts drift
-and where it does not. *Explain a step* tells each step in the policy's own words."""
+Does entropy say when the cache has gone stale? The picked policy decodes the prompt with a probe on, and
+the plots set how far each step moved the K/V against the entropy of what it decoded. Try a story and a
+word problem from the examples to see where entropy predicts drift and where it does not."""
+HOW_IT_WORKS = """The picked policy (EntropyCache, or one of the caches it is compared with) decodes the
+prompt with a probe on. Before each step the probe runs a full forward of the current tokens and measures
+how far the last step's decode moved every row's K/V (*drift*, as the paper means it), set against the
+entropy of what that step decoded and split into the rows the next step recomputes and the rows it reuses
+from the cache (what the cache risks); how stale the policy's own cache has grown since its last full
+step; and how much a decoded token's K/V still changes from one step to the next (*volatility*). Steps
+after an end-of-text and into a block's first step are marked apart: their drift says nothing about
+entropy. The probe's forward is in no step's time. *Explain a step* tells each step in the policy's own
+words."""
 
 
 # What `/drift` returns, by name, in order (app/client.py reads them so).
@@ -129,6 +132,8 @@ def build_drift_panels() -> DriftPanels:
 def build_drift_tab(ctx: AppContext) -> DriftTab:
     """The tab's layout and events (call inside a gr.Tab)."""
     gr.Markdown(INTRO)
+    with gr.Accordion("How it works", open=False, elem_id="drift-how-it-works"):
+        gr.Markdown(HOW_IT_WORKS)
     inputs = build_inputs(ctx.registry, prefix="drift-", policies=DriftTab.offered, policy_label="Policy probed",
                           run_label="Run diagnostics")
     panels = build_drift_panels()

@@ -30,16 +30,18 @@ from app.serving.runner import Outputs
 from app.widgets.banner import refusing
 
 INTRO = """# EntropyCache: a decode race
-The decoders unmask the same prompt with the same seed. **Left:** what you compare against, by default
-*vanilla* decoding, the paper's baseline (no cache, one token per step, every step recomputes every row).
-**Right:** EntropyCache, which recomputes the whole cache only after a step that decoded an uncertain
-token (max entropy above *tau*), here with parallel decoding (every token above a confidence threshold
-unmasked at once). When the two decode at different settings, a **middle** lane runs the compared policy
-at EntropyCache's settings, so the speedup splits into what parallel decoding gives and what the cache
-gives. They advance on one shared clock of measured compute time, so the fastest finishes first. Compute
-time is each step's own work (on a CPU, the time the decoding thread spent on its core): drawing this
-page and other visitors' runs never count. A cache pays where the prompt is long: the presets race a
-long few-shot prompt, as the paper does."""
+Two decoders answer the same prompt, side by side, on one clock of measured compute time: the faster
+finishes first. **Left:** *vanilla* decoding, the paper's baseline (no cache). **Right:** EntropyCache,
+which reuses its cache until a step decodes an uncertain token. Press a preset (or Run) to watch a race."""
+HOW_IT_WORKS = """Both lanes unmask the same prompt with the same seed. Vanilla decoding recomputes every row
+at every step, one token per step (the left lane may race another cache instead). EntropyCache recomputes the
+whole cache only after a step that decoded an uncertain token (max entropy above *tau*), here with
+parallel decoding (every token above a confidence threshold unmasked at once). When the two decode at
+different settings, a **middle** lane runs the compared policy at EntropyCache's settings, so the
+speedup splits into what parallel decoding gives and what the cache gives. Compute time is each step's
+own work (on a CPU, the time the decoding thread spent on its core): drawing this page and other
+visitors' runs never count. A cache pays where the prompt is long: the presets race a long few-shot
+prompt, as the paper does."""
 
 
 class RaceTab(ControlsTab):
@@ -67,7 +69,8 @@ def preset_inputs(registry: ModelRegistry, inputs: Inputs, preset: Preset, label
     """What a preset's button sets: the compared lane, every control, and the model's long example."""
     choice = registry.choice(label)
     values = preset.controls()
-    return {inputs.prompt: choice.examples[choice.paper_example], inputs.policy: preset.policy,
+    example = choice.example_list[choice.paper_example]
+    return {inputs.prompt: example.text, **inputs.showing(example), inputs.policy: preset.policy,
             **{inputs.controls[key]: values[key] for key in RUN_CONTROLS}}
 
 
@@ -86,7 +89,8 @@ def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.
     """Each preset's button (by key) sets the inputs as the preset says (a model not offered: said in `status`),
     then presses Run: a preset is a race to watch, and Run's own way (the session's old run cancelled, the
     race in view) runs it."""
-    outputs = [inputs.prompt, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS), status]
+    shown = [inputs.prompt, inputs.question, inputs.fold]
+    outputs = [*shown, inputs.policy, *(inputs.controls[key] for key in RUN_CONTROLS), status]
     for preset in PRESETS:
         apply = refusing(status, partial(preset_inputs, registry, inputs, preset))
         set_inputs = buttons[preset.key].click(apply, inputs.model, outputs, api_visibility="private")
@@ -96,6 +100,8 @@ def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.
 def build_race_tab(ctx: AppContext) -> RaceTab:
     """The tab's layout and events (call inside a gr.Tab)."""
     gr.Markdown(INTRO)
+    with gr.Accordion("How it works", open=False, elem_id="how-it-works"):
+        gr.Markdown(HOW_IT_WORKS)
     buttons = preset_buttons()
     inputs = build_inputs(ctx.registry, policies=RaceTab.offered, policy_label="Compared lane (left panel)",
                           opening=preset_opening(DEFAULT_PRESET))

@@ -35,11 +35,14 @@ class Example(NamedTuple):
     title: str  # how the examples list shows it
     settings: dict  # the decode settings picking it sets (controls by key), over the model's defaults
     long: bool = False  # a prompt of the paper's regime: the paper's comparison races the first one
+    # What the prompt asks after its worked examples or passage, shown apart so that it stands out ('': the
+    # prompt is its question).
+    question: str = ""
 
 
 def chat_examples() -> tuple[Example, ...]:
     """The long prompts, decoded at their own lengths, then the short chat prompts at the model's."""
-    long = tuple(Example(p.text, p.title, {"gen_len": p.gen_len, "block_len": LONG_BLOCK_LEN}, True)
+    long = tuple(Example(p.text, p.title, {"gen_len": p.gen_len, "block_len": LONG_BLOCK_LEN}, True, p.question)
                  for p in LONG_PROMPTS)
     return long + tuple(Example(text, f"Short: {text}", {}) for text in CHAT_EXAMPLES)
 
@@ -68,7 +71,8 @@ def task_examples(tokenizer, task_settings: dict[str, dict]) -> tuple[tuple[Exam
 
 
 def _task_example(item: Item, title: str, task_settings: dict[str, dict], long: bool) -> Example:
-    question = item.reference.prompt if title and item.reference is not None else item.prompt
+    worked = bool(title) and item.reference is not None  # worked examples, then the problem itself
+    question = item.reference.prompt if worked else item.prompt
     text = f"{title}{question}"
     return Example(item.prompt, text if len(text) <= TITLE_CHARS else f"{text[:TITLE_CHARS - 3]}...",
-                   dict(task_settings.get(item.task, {})), long)
+                   dict(task_settings.get(item.task, {})), long, question if worked else "")

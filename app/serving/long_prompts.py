@@ -19,6 +19,12 @@ class LongPrompt(NamedTuple):
     text: str
     gen_len: int
 
+    @property
+    def question(self) -> str:
+        """What the prompt asks, after its worked examples or its passage: its last paragraph's first line
+        (each prompt ends so)."""
+        return self.text.rsplit("\n\n", 1)[-1].splitlines()[0]
+
 
 def _text(name: str) -> str:
     return (PROMPTS / f"{name}.txt").read_text(encoding="utf-8").strip()

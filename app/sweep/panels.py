@@ -23,7 +23,7 @@ from app.controls.panel import as_sent
 from app.serving.runner import Outputs
 from app.sweep.decode import SweepParams
 from app.sweep.point import PICK_HINT
-from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, shown_metric, sweep_table
+from app.sweep.render import METRICS, TABLE_HEADERS, pareto_figure, pareto_placeholder, shown_metric, sweep_table
 from app.widgets.banner import banner
 
 # Plotly's click event -> the hidden #sweep-pick textbox (a nonce makes every click a new value) -> its
@@ -113,7 +113,7 @@ def build_sweep_panels() -> tuple[SweepPanels, PointPicker]:
     the buttons that move along tau (call inside the Sweep tab, under its inputs)."""
     status = gr.HTML(banner("Press Run sweep to start."), elem_id="sweep-banner")
     metric = as_sent(gr.Radio(list(METRICS), value="accuracy", label="y axis", elem_id="sweep-metric"))
-    plot = gr.Plot(label="Pareto plot", show_label=False, elem_id="sweep-pareto")
+    plot = gr.Plot(pareto_placeholder(), label="Pareto plot", show_label=False, elem_id="sweep-pareto")
     table = gr.Dataframe(headers=TABLE_HEADERS, label="Sweep points", interactive=False, elem_id="sweep-table")
     downloads = gr.File(label="Download: points (CSV), texts (CSV), everything (JSON), your prompts", interactive=False,
                         file_count="multiple", elem_id="sweep-downloads")

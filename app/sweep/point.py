@@ -63,8 +63,8 @@ def point_html(rows: list[dict], tau: float, k: int, pieces: Mapping[int, str], 
     prompts = row["per_prompt"]
     same = sum(p["identical"] for p in prompts)
     head = (f"<b>tau {tau:g}, k {k}</b>: {same} of {len(prompts)} prompt{'s' * (len(prompts) != 1)} decoded "
-            f"exactly as the exact decoder does; median first divergence {row['first_divergence_median']:g} "
-            f"tokens; agreement {row['agreement']:.3f}{_in_text(row)}; speedup {row['speedup']:.2f}x.")
+            f"exactly as the exact decoder does. {_shared(prompts, row['first_divergence_median'])} Agreement "
+            f"{row['agreement']:.3f}{_in_text(row)}; speedup {row['speedup']:.2f}x.")
     cards = [_card(i, ref, ours, tau, k, pieces, sep) for i, (ref, ours) in
              enumerate(zip(rows[0]["per_prompt"], prompts))]
     return f'<div class="ec-point-head">{head}</div>{LEGEND}{"".join(cards)}'
@@ -88,6 +88,15 @@ def _card(i: int, ref: dict, ours: dict, tau: float, k: int, pieces: Mapping[int
             f'{diff_column("exact decoder", ref["tokens"], ours["tokens"], first, pieces, sep)}'
             f'{diff_column(f"EntropyCache tau {tau:g}, k {k}", ours["tokens"], ref["tokens"], first, pieces, sep)}'
             "</div></div>")
+
+
+def _shared(prompts: list[dict], median: float) -> str:
+    """How many tokens each prompt's cached text shares with the exact decoder's from the start, prompt by
+    prompt as the cards below say where it parts (at the next token), and the median of them the plot draws."""
+    each = ", ".join(f"{'all ' if p['identical'] else ''}{p['first_divergence']} (prompt {i + 1})"
+                     for i, p in enumerate(prompts))
+    return (f"Tokens the same before the texts part: {each}; median {median:g} (a text that never parts counts "
+            "whole).")
 
 
 def _in_text(measured: dict) -> str:

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from app.controls.declared import shown_policy
 from app.widgets.banner import banner
+from app.widgets.empty_plot import empty_figure
 from app.widgets.plot_style import MARGIN
 from evaluation.bench import Progress
 
@@ -45,6 +47,7 @@ NO_ACCURACY = "agreement"  # the y axis shown for accuracy when no prompt has a 
 TABLE_HEADERS = ["policy", "tau", "k", "speedup", "ceiling", "accuracy", "repeats", "agreement", "in text",
                  "first div. (median)", "rows", "full steps", "by entropy", "decision"]
 K_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]
+PLOT_HEIGHT = 440  # px
 FRONT_COLOR = "#ff7f0e"
 
 
@@ -68,6 +71,13 @@ def shown_metric(rows: list[dict], metric: str) -> str:
     return metric
 
 
+def pareto_placeholder() -> go.Figure:
+    """The plot before a sweep: what it will show."""
+    return empty_figure("EntropyCache: speedup against the y axis picked, one point per (tau, k)",
+                        "each setting's measured speedup over the exact decoder, against its accuracy, agreement or "
+                        "first divergence:<br>drawn prompt by prompt once you press Run sweep", PLOT_HEIGHT)
+
+
 def pareto_figure(rows: list[dict], metric: str, selected: tuple[float, int] | None = None) -> go.Figure:
     """Speedup (x) against `metric` (y) for every entropy row; `none` at its reference point (1x)."""
     shown = shown_metric(rows, metric)
@@ -89,9 +99,10 @@ def pareto_figure(rows: list[dict], metric: str, selected: tuple[float, int] | N
         fig.add_trace(go.Scatter(x=[points[i]["speedup"] for i in front], y=[points[i][m.field] for i in front],
                                  mode="lines", name="Pareto front", line=dict(color=FRONT_COLOR, dash="dot"),
                                  hoverinfo="skip"))
-    for r in rows[:1]:  # the reference (normally none) sits at 1x by definition
-        fig.add_trace(go.Scatter(x=[r["speedup"]], y=[r[m.field]], mode="markers+text", name=r["label"],
-                                 text=[r["label"]], textposition="bottom center", hoverinfo="skip",
+    for r in rows[:1]:  # the reference (normally none, shown as vanilla) sits at 1x by definition
+        name = shown_policy(r["label"])
+        fig.add_trace(go.Scatter(x=[r["speedup"]], y=[r[m.field]], mode="markers+text", name=name,
+                                 text=[name], textposition="bottom center", hoverinfo="skip",
                                  marker=dict(size=10, color="#888", symbol="square")))
     if selected is not None:
         chosen = [r for r in points if (r["params"]["tau"], r["params"]["k"]) == selected]
@@ -103,7 +114,7 @@ def pareto_figure(rows: list[dict], metric: str, selected: tuple[float, int] | N
     if shown != metric:
         title += "; no accuracy: these prompts have no known answers"
     top = max([r[m.field] for r in rows] + [1]) * 1.08
-    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=440, margin=dict(MARGIN, b=130),
+    fig.update_layout(title=dict(text=title, font=dict(size=13)), height=PLOT_HEIGHT, margin=dict(MARGIN, b=130),
                       template="plotly_white", xaxis=dict(title=SPEEDUP.split(":")[0] + " over the exact decoder"),
                       yaxis=dict(title=m.title, range=[0, 1.08 if m.share else top]),
                       legend=dict(orientation="h", y=-0.18))
@@ -122,9 +133,9 @@ def sweep_table(rows: list[dict]) -> list[list]:
         repeats = "-" if r["repeat_share"] is None else round(r["repeat_share"], 3)  # beside a story's pass
         in_text = "-" if r["agreement_in_text"] is None else round(r["agreement_in_text"], 4)
         by_entropy = "-" if r["full_steps_entropy"] is None else round(r["full_steps_entropy"], 3)
-        out.append([r["policy"], tau, k, round(r["speedup"], 2), round(r["ceiling"], 2), accuracy, repeats,
-                    round(r["agreement"], 4), in_text, r["first_divergence_median"], round(r["rows_fraction"], 3),
-                    round(r["full_steps_fraction"], 3), by_entropy,
+        out.append([shown_policy(r["policy"]), tau, k, round(r["speedup"], 2), round(r["ceiling"], 2), accuracy,
+                    repeats, round(r["agreement"], 4), in_text, r["first_divergence_median"],
+                    round(r["rows_fraction"], 3), round(r["full_steps_fraction"], 3), by_entropy,
                     f"{r['decision_overhead']:.2%}"])
     return out
 

@@ -31,7 +31,6 @@ from app.sweep.decode import (
     DECODING,
     DEFAULT_KS,
     DEFAULT_TAUS,
-    MAX_BOX_CHARS,
     MAX_KS,
     MAX_OWN_PROMPTS,
     MAX_PROBLEMS,
@@ -47,7 +46,7 @@ from app.sweep.decode import (
 from app.sweep.export import cli_command, sweep_record, write_downloads
 from app.sweep.panels import LOADED, PICK_OUTPUTS, SweepPanels, SweepResult, build_sweep_panels, pick_names
 from app.sweep.point import PICK_HINT, neighbour, point_html
-from app.sweep.render import METRICS, pareto_figure, progress_html, shown_metric
+from app.sweep.render import METRICS, pareto_figure, pareto_placeholder, progress_html, shown_metric
 from app.widgets.banner import refuses
 from app.widgets.text_view import TokenText
 from core.loading import chat_prompt_ids
@@ -117,8 +116,8 @@ class SweepView(TabView):
                                  f"exceed the model's {limit} positions: shorten one of them.")
         self.text = TokenText(tokenizer, model.config.mask_token_id)
         p = self.panels
-        return self.message("Warming up...") | {p.plot: None, p.table: None, p.point: PICK_HINT, p.downloads: None,
-                                                p.result: None}, SweepJob(self.params, tuple(map(tuple, ids)))
+        cleared = {p.plot: pareto_placeholder(), p.table: None, p.point: PICK_HINT, p.downloads: None, p.result: None}
+        return self.message("Warming up...") | cleared, SweepJob(self.params, tuple(map(tuple, ids)))
 
     def show(self, progress: Progress) -> Outputs:
         self.last = progress
@@ -148,10 +147,11 @@ class SweepTab:
     and the Drift tab's input panels, by their tab's name)."""
 
     def __init__(self, ctx: AppContext, panels: SweepPanels, targets: dict[str, Inputs],
-                 lengths: dict[str, gr.Slider] | None = None) -> None:
+                 lengths: dict[str, gr.Slider] | None = None, problems: gr.Slider | None = None) -> None:
         self.ctx, self.panels, self.targets = ctx, panels, targets
         self.status = panels.status  # the tab's status line: where its handlers refuse what they were sent (refuses)
         self.lengths = lengths or {}  # the gen and block length sliders, which a model sets, by name (LENGTHS)
+        self.problems = problems  # the held-out prompts' count, which only a held-out set takes
         self.runner = TabRunner(ctx, panels.status, SWEEP_GPU_DURATION_S, SWEEP_OOM, turn_per_snapshot=True,
                                 tab="sweep")
 
@@ -186,6 +186,11 @@ class SweepTab:
         return dict(zip(pick_names(list(self.targets)), [*sliders, *(getattr(self.panels, n) for n in PICK_OUTPUTS)]))
 
     @refuses
+    def on_task(self, task: object) -> Outputs:
+        """The held-out prompts' count, shown only while a held-out set is picked: your prompts are the box's."""
+        return {self.problems: gr.Slider(visible=check_choice(task, SOURCES, "task") != OWN_PROMPTS)}
+
+    @refuses
     def on_model(self, label: object) -> Outputs:
         """A model's own gen and block length."""
         c = self.ctx.registry.choice(label)
@@ -196,7 +201,7 @@ class SweepTab:
         """The plot again with another y axis (no decoding)."""
         shown = _metric(metric)
         if result is None:
-            return {self.panels.plot: None}
+            return {self.panels.plot: pareto_placeholder()}
         return {self.panels.plot: pareto_figure(result.rows, shown, result.selected),
                 self.panels.metric: shown_metric(result.rows, shown)}
 
@@ -267,7 +272,8 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
             taus = gr.Textbox(DEFAULT_TAUS, label="tau values (nats, comma separated)", elem_id="sweep-taus")
             ks = gr.Textbox(DEFAULT_KS, label="k values (comma separated)", elem_id="sweep-ks")
             scope = bounded_slider(RUN_CONTROLS["scope"], prefix="sweep-")  # a dropdown: block or response
-            prompts = gr.Textbox("", lines=4, max_length=MAX_BOX_CHARS, elem_id="sweep-prompts",
+            # No max_length: the box would cut a longer paste silently; the handler refuses it, saying why.
+            prompts = gr.Textbox("", lines=4, elem_id="sweep-prompts",
                                  label=f"Your prompts, one per line (at most {MAX_OWN_PROMPTS})",
                                  placeholder="\n".join(first.examples[:3]))
         with gr.Column(scale=2):
@@ -283,7 +289,7 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
             decoding = {key: bounded_slider(DECODE_CONTROLS[key], defaults.get(key), "sweep-") for key in DECODING}
     panels, picker = build_sweep_panels()
     lengths = {key: decoding[key] for key in LENGTHS}
-    tab = SweepTab(ctx, panels, load_into, lengths)
+    tab = SweepTab(ctx, panels, load_into, lengths, problems)
 
     sent = {"model": model, "task": task, "prompts": prompts, "taus": taus, "ks": ks, "scope": scope,
             "problems": problems, **decoding, "metric": panels.metric}
@@ -292,6 +298,7 @@ def build_sweep_tab(ctx: AppContext, load_into: dict[str, Inputs]) -> SweepTab:
     # Prompts typed or pasted: sweep them. Picked in the page, not by a round trip to the server, so that a
     # Run pressed right after a paste already sends "your prompts".
     prompts.change(None, [prompts, task], task, js=PICK_OWN_PROMPTS, api_visibility="private")
+    task.change(tab.on_task, task, [problems, panels.status], queue=False, api_visibility="private")
     panels.metric.change(tab.redraw, [panels.metric, panels.result], [panels.plot, panels.status, panels.metric],
                          queue=False, api_visibility="private")
     picked = [*tab.picked_outputs().values(), panels.result]

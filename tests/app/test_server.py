@@ -31,6 +31,7 @@ import app.race.decode  # noqa: E402
 from app.client import named  # noqa: E402
 from app.controls.declared import PEER_CONTROLS, RUN_CONTROLS, raced_policies  # noqa: E402
 from app.controls.run import RawRun, check_run  # noqa: E402
+from app.drift.status import findings  # noqa: E402
 from app.serving.device_thread import CPU_THREAD  # noqa: E402
 from app.serving.examples import Example  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL  # noqa: E402
@@ -126,7 +127,7 @@ def test_client_drift_run_matches_a_direct_probed_decode(served) -> None:
     events = list(decode(model, ids, make_policy("entropy", tau=a["tau"], k=a["k"]),
                          DecodeConfig(gen_len=a["gen_len"], block_len=a["block_len"]), before_step=Probe(model)))
     analysis = drift_analysis(events, model.config.eos_token_ids)
-    assert "Done" in out["status"] and html.escape(analysis["summary"]) in out["status"]
+    assert "Done: " in out["status"] and html.escape(" ".join(findings(analysis))) in out["status"]
     last = events[-1]
     assert out["final"] == tokenizer.decode(last.tokens[: last.totals.tokens], skip_special_tokens=True)
     for plot in ("scatter", "staleness", "heatmap", "volatility"):
@@ -347,7 +348,7 @@ def test_a_new_run_in_the_same_session_cancels_the_old_one(served) -> None:
 
 def test_browser_runs_a_race_and_shows_text_and_both_plots(page) -> None:
     # The page opens on the paper's comparison: vanilla against EntropyCache with parallel decoding, on
-    # the long example, and a middle lane (no cache at EntropyCache's settings) for the two factors.
+    # the long example, and a middle lane (vanilla at EntropyCache's settings) for the two factors.
     page.locator("#preset-cache-alone").click()
     page.wait_for_function("document.querySelector('#ctl-threshold input').value === '0'", timeout=30_000)
     page.locator("#preset-paper").click()

@@ -13,6 +13,7 @@ from app.controls.panel import raw_slider
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice
 from app.serving.sessions import RunBoard
+from app.widgets.inert import inert
 
 
 def test_sliders_hand_values_on_as_sent_and_write_no_stub_file() -> None:
@@ -55,3 +56,27 @@ def test_an_example_sets_the_decode_settings_its_model_declares_for_its_task(reg
         choice.example_list[choice.paper_example].title)
     assert race.inputs.policy.value == "vanilla" and race.inputs.controls["threshold"].value == 0.9
     assert race.inputs.controls["temperature"].value == 0.0
+
+
+def test_a_prompt_that_asks_after_worked_examples_shows_its_question_first_and_folds_the_rest(registry) -> None:
+    """The Race opens on the 4-shot word problem: its question above the box, the box folded; the Drift panel on a
+    story, which is its own question: shown whole. Every long chat prompt asks its question in its last paragraph."""
+    from app.controls.panel import FOLDED, OPEN, prompt_view
+    from app.drift.tab import build_drift_tab
+    from app.serving.examples import chat_examples
+
+    choice = registry.choice(EMBEDDED_LABEL)
+    long = choice.example_list[choice.paper_example]
+    assert long.text.endswith(long.question) and "question : " in long.text and "question" not in long.question
+    race = race_tab(registry, RunBoard())
+    assert race.inputs.question.value == f"**The question**, last in the prompt: {inert(long.question)}"
+    assert (race.inputs.fold.open, race.inputs.fold.label) == (False, FOLDED)
+    with gr.Blocks():
+        drift = build_drift_tab(AppContext(registry, RunBoard()))
+    assert drift.inputs.question.value == "" and (drift.inputs.fold.open, drift.inputs.fold.label) == (True, OPEN)
+    assert prompt_view(choice.example_list[0]) == ("", False) and prompt_view(None) == ("", False)
+    shown = race.inputs.showing(choice.example_list[0])  # a story clicked: the box opens, no question line
+    assert shown[race.inputs.question] == "" and shown[race.inputs.fold].open is True
+    for example in (e for e in chat_examples() if e.long):
+        assert example.question and example.text.rstrip().rsplit("\n\n", 1)[-1].startswith(example.question)
+    assert [e.question for e in chat_examples() if not e.long] == ["", "", "", ""]

@@ -23,6 +23,7 @@ from app.controls.run import RawRun, check_run
 from app.drift.decode import DriftSnapshot, drift_snapshots
 from app.drift.plots import drift_matrix
 from app.drift.render import DriftRenderer, DriftRun
+from app.drift.status import findings
 from app.drift.tab import NO_RUN, DriftTab, build_drift_tab
 from app.serving.context import AppContext
 from app.serving.registry import EMBEDDED_LABEL
@@ -117,7 +118,7 @@ def test_drift_stream_yields_every_part_and_ends_on_the_direct_core_correlations
     np.testing.assert_allclose(z[:, 1], direct[1].drift_cos, rtol=1e-6)
     assert last.volatility_fig.layout.yaxis.type == "log"
     assert list(last.volatility_fig.data[0].x) == sorted(volatility_curve(direct))
-    assert "Done" in last.banner_html and html.escape(want["summary"]) in last.banner_html
+    assert "Done: " in last.banner_html and html.escape(" ".join(findings(want))) in last.banner_html
 
 
 def test_drift_snapshots_are_throttled_and_a_stop_ends_them(registry) -> None:
@@ -241,6 +242,8 @@ def test_the_drift_scatter_covers_every_step_of_the_default_story(registry) -> N
     assert sorted(x for t in full_marks for x in t.x) == sorted(p.entropy for p in pairs if p.full and not p.marked)
     low, high = fig.layout.xaxis.range
     assert low < 0 and high >= max(p.entropy for p in pairs) and high > 1.0
+    assert "tau 1: above it, the next step is full" in [a.text for a in fig.layout.annotations]  # the line named
+    assert (fig.layout.yaxis.type, fig.layout.yaxis.dtick, fig.layout.yaxis.tickformat) == ("log", 1, "~%")
     # the rows recomputed correlate over the steps into a partial step; the steps into a full one are said apart
     assert analysis["links"]["recomputed_unmarked"]["n"] == sum(not p.marked and not p.full for p in pairs)
     assert analysis["full_next"]["n"] == len(above) > 0

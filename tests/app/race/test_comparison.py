@@ -356,3 +356,18 @@ def test_at_the_end_of_a_race_without_a_partial_pass_the_time_panel_says_so_not_
     done = [replace(lane, done=True, finish_rank=rank) for lane, rank in zip(running, (1, 2))]
     assert ("One full pass over all 40 rows costs 100.0 ms. No lane took a partial pass: every step of every lane "
             "recomputed every row, so the cache saved nothing.") in time_html(done, labels, 40, None)
+
+
+def test_a_lane_whose_full_passes_ran_cheaper_than_the_mean_past_its_ceiling_is_said_why() -> None:
+    """The ceiling is counted at every lane's mean full pass (90 ms here): EntropyCache's own one took 50 ms."""
+    def pass_of(full: bool, seconds: float):
+        return step_event(full=full, forward_s=seconds, choice_s=0.0, compute_s=seconds, layer_rows=[40 if full else 4])
+
+    decoding = decoding_of(DecodeConfig(gen_len=8, block_len=8))
+    vanilla = [pass_of(True, 0.1)] * 4
+    ours = [pass_of(True, 0.05), *[pass_of(False, 0.01)] * 3]
+    lanes = [Lane("none", vanilla, 0.4, True, 2), Lane("entropy", ours, 0.08, True, 1)]
+    labels = [LaneLabel("left", "vanilla", decoding), LaneLabel("right", "entropy(tau=1.0, k=2)", decoding)]
+    assert ("EntropyCache's schedule (1 of 4 steps full) allows at most 3.0x over running every step as a full pass "
+            "at the lanes' mean cost (90.0 ms a pass, 0.360 s); its own full passes cost 50.0 ms, so it took 0.080 s, "
+            "4.5x, 150% of that ceiling.") in time_html(lanes, labels, 40, None)

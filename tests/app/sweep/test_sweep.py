@@ -34,6 +34,7 @@ from app.sweep.decode import (
     MAX_OWN_PROMPTS,
     MAX_PROBLEMS,
     OWN_PROMPTS,
+    SOURCES,
     SweepJob,
     SweepParams,
     parse_list,
@@ -222,7 +223,7 @@ def test_the_figure_has_one_trace_per_k_each_point_carrying_its_settings() -> No
             row("entropy", 1.5, 0.7, tau=0.5, k=2)]
     fig = pareto_figure(rows, "accuracy", selected=(3.0, 1))
     names = [t.name for t in fig.data]
-    assert names == ["k = 1", "k = 2", "Pareto front", "none", "picked"]
+    assert names == ["k = 1", "k = 2", "Pareto front", "vanilla", "picked"]  # the reference, named as the app names it
     assert [list(c) for c in fig.data[0].customdata] == [[0.5, 1], [3.0, 1]]
     assert list(fig.data[2].x) == [2.0, 3.0]  # (1.5, 0.7) is beaten by (2.0, 0.9)
     assert list(fig.data[4].x) == [3.0] and "3 prompts" in fig.layout.title.text
@@ -289,7 +290,7 @@ def test_the_handler_streams_progress_then_plot_and_table_and_loads_a_point(regi
     assert out[0][p.point].startswith("Click a point") and out[0][downloads] is None  # a new sweep clears both
     assert isinstance(fig, go.Figure) and isinstance(result, SweepResult) and len(files) == 3
     assert isinstance(table, pd.DataFrame) and list(table.columns) == TABLE_HEADERS
-    assert list(table["policy"]) == ["none", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
+    assert list(table["policy"]) == ["vanilla", "entropy", "entropy"] and list(table["tau"])[1:] == [0.5, 3.0]
     assert list(table["repeats"]) == ["-"] * 3  # word problems: no story events to repeat
     assert "Sweep done: 2 prompts" in banner and "python -m evaluation bench --task words --n 2 --policies" in banner
     model, tokenizer = registry.get(EMBEDDED_LABEL)
@@ -394,6 +395,12 @@ def test_a_picked_point_shows_each_prompts_texts_side_by_side_with_every_differe
     point = s.pick_point("[12, 2, 7]", "agreement", result)[s.panels.point]
     cards = point.split('<div class="ec-prompt" id="sweep-prompt-')[1:]
     assert len(cards) == 3 and "<b>tau 12, k 2</b>" in point
+    # the head says, prompt by prompt, the tokens each text shares before it parts (the card's "at token" is the
+    # next one), and their median, the plot's first divergence
+    each = ", ".join(f"{'all ' if ours['identical'] else ''}{ours['first_divergence']} (prompt {i + 1})"
+                     for i, ours in enumerate(high["per_prompt"]))
+    assert (f"Tokens the same before the texts part: {each}; median {high['first_divergence_median']:g} (a text "
+            "that never parts counts whole).") in point
     for card, ref, ours in zip(cards, none["per_prompt"], high["per_prompt"]):
         assert html.escape(ours["prompt"]) in card
         exact_col, cached_col = card.split('<div class="ec-col-head">')[1:]
@@ -418,6 +425,13 @@ def test_a_picked_point_shows_each_prompts_texts_side_by_side_with_every_differe
         forced, by_entropy = ours["full_steps_forced_at"], ours["full_steps_entropy_at"]
         assert f"{len(by_entropy)} by entropy" in card and f"{len(forced)} forced (steps 0, 16)" in card
         assert card.count('class="ec-step-forced"') == 2 and card.count('class="ec-step-entropy"') == len(by_entropy)
+
+
+def test_the_held_out_count_shows_only_while_a_held_out_set_is_picked(registry) -> None:
+    s = sweep_tab(registry)
+    assert s.on_task(OWN_PROMPTS)[s.problems].visible is False  # your prompts are the box's lines
+    assert all(s.on_task(task)[s.problems].visible is True for task in SOURCES if task != OWN_PROMPTS)
+    assert "Unknown task 'poems'" in refusal(s.on_task("poems"), s)
 
 
 def test_lower_and_higher_tau_move_along_the_points_of_the_picked_k_showing_the_same_prompts(own_sweep) -> None:
