@@ -53,7 +53,7 @@ class Snapshot:
     capture_s: float = 0.0  # CUDA graphs captured before the first step (race_snapshots): on no lane's clock
     floor_s: float | None = None  # on a GPU, reading every weight once (evaluation.forward_cost.weight_read_floor_s)
     graphs_failed: str = ""  # why capturing CUDA graphs failed, once it did: every lane runs eagerly since
-    prepared: str = CAPTURED  # what graphs_s paid for (core.passes.prepared_by)
+    prepared: str = CAPTURED  # what graphs_s paid for (core.warmup.prepared_by)
 
     @property
     def graphs_s(self) -> float:
@@ -132,7 +132,7 @@ def race_snapshots(
 ) -> Iterator[Snapshot]:
     """The run's lanes, each its policy at its settings, on the same prompt ids and seed, raced fairly
     (see race). On the graphed path the passes every lane will need are captured first
-    (core.passes.capture_ahead), so no lane's first steps wait for a capture; a race's length is the
+    (core.warmup.capture_ahead), so no lane's first steps wait for a capture; a race's length is the
     visitor's, so this is where it can be done, and what it costs is told in the status line, on no
     clock. On a GPU the weight-read floor is measured here, once per device, on no clock either.
 

@@ -56,7 +56,7 @@ LATER_FIELDS = {"capture_s": 0.0, "kv_change": None, "forward_s": None, "choice_
 class RecordedLane:
     side: str
     policy: str
-    decoding: dict  # the lane's decode settings (core.decoder.DecodeConfig's declared fields)
+    decoding: dict  # the lane's decode settings (core.config.DecodeConfig's declared fields)
     text: str
     finish_rank: int | None
     events: list[StepEvent]

@@ -100,7 +100,7 @@ def warm_up(model, tokenizer, choice: ModelChoice, graphs: str, shapes: tuple[Wa
 
 
 def _capture(model, tokenizer, choice: ModelChoice, graphs: str, shape: WarmShape) -> float:
-    """The passes a race of `shape` on `choice`'s example needs, captured ahead (core.passes.capture_ahead)."""
+    """The passes a race of `shape` on `choice`'s example needs, captured ahead (core.warmup.capture_ahead)."""
     try:
         length = len(chat_prompt_ids(tokenizer, choice.examples[shape.example(choice)])) + shape.gen_len
     except ValueError:

@@ -37,7 +37,8 @@ from app.serving.examples import Example  # noqa: E402
 from app.serving.registry import EMBEDDED_LABEL  # noqa: E402
 from app.sweep.export import SWEEP_FORMAT  # noqa: E402
 from app.sweep.render import sweep_table  # noqa: E402
-from core.decoder import DecodeConfig, decode, generate  # noqa: E402
+from core.config import DecodeConfig  # noqa: E402
+from core.decoder import decode, generate  # noqa: E402
 from core.loading import chat_prompt_ids  # noqa: E402
 from core.policies import make_policy  # noqa: E402
 from evaluation.bench import sweep  # noqa: E402

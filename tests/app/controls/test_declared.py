@@ -8,7 +8,7 @@ import re
 import pytest
 
 from app.controls.declared import OURS, RUN_CONTROLS
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.policies import POLICIES
 
 

@@ -30,7 +30,8 @@ from app.serving.registry import EMBEDDED_LABEL
 from app.serving.sessions import RunBoard
 from app.widgets.explain import explain_step
 from app.widgets.inert import inert
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.events import StepEvent
 from core.loading import chat_prompt_ids
 from core.policies import make_policy

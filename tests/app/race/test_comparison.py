@@ -32,7 +32,8 @@ from app.serving.examples import chat_examples
 from app.serving.registry import EMBEDDED_LABEL, ModelChoice, ModelRegistry
 from app.serving.sessions import RunBoard
 from app.widgets.text_view import TokenText
-from core.decoder import DecodeConfig, generate
+from core.config import DecodeConfig
+from core.decoder import generate
 from core.events import Totals
 from core.loading import chat_prompt_ids
 from core.policies import make_policy

@@ -10,7 +10,7 @@ from step_events import step_event
 from app.controls.run import decoding_of
 from app.race.comparison import Comparison, LaneLabel
 from app.race.decode import race
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from core.events import Totals
 from core.warmup import COMPILED
 

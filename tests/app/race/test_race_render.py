@@ -15,7 +15,8 @@ from app.race.render import RaceRenderer
 from app.race.speed import SUMMARY_HEADERS
 from app.serving.registry import EMBEDDED_LABEL, ModelRegistry
 from app.widgets.lane_plots import step_axis
-from core.decoder import DecodeConfig, generate
+from core.config import DecodeConfig
+from core.decoder import generate
 from core.events import StepEvent
 from core.loading import answer_text, chat_prompt_ids
 from core.policies import make_policy

@@ -46,7 +46,7 @@ from app.sweep.point import neighbour
 from app.sweep.render import TABLE_HEADERS, pareto_figure, pareto_front, progress_html
 from app.sweep.tab import HELD_OUT_INSTEAD, SweepTab, build_sweep_tab
 from app.widgets.banner import STOPPED
-from core.decoder import DecodeConfig
+from core.config import DecodeConfig
 from evaluation import cli
 from evaluation.bench import Progress, sweep
 from evaluation.tasks import held_out

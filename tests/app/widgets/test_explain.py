@@ -11,7 +11,8 @@ from step_events import step_event
 
 from app.serving.registry import EMBEDDED_LABEL
 from app.widgets.explain import explain_step
-from core.decoder import DecodeConfig, decode
+from core.config import DecodeConfig
+from core.decoder import decode
 from core.events import StepEvent
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
