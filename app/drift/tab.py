@@ -107,26 +107,26 @@ class DriftTab(ControlsTab):
         return {self.panels.explanation: self.explain(step, record)}
 
 
+# The four figures, two to a row: each by its name (app/drift/plots.py FIGURES) and its label.
+PLOT_ROWS = ((("scatter", "K/V change vs entropy"), ("staleness", "Staleness by steps since a full step")),
+             (("heatmap", "Staleness per layer and step"), ("volatility", "Volatility")))
+
+
 def build_drift_panels() -> DriftPanels:
     """The banner, the response, the four figures, the final text and the Explain panel."""
     status = gr.HTML(banner("Press Run diagnostics to start."), elem_id="drift-banner")
     text = gr.HTML(elem_id="drift-text")
-    with gr.Row(equal_height=False):
-        scatter = gr.Plot(placeholder("scatter"), label="K/V change vs entropy", show_label=False,
-                          elem_id="drift-scatter")
-        staleness = gr.Plot(placeholder("staleness"), label="Staleness by steps since a full step", show_label=False,
-                            elem_id="drift-staleness")
-    with gr.Row(equal_height=False):
-        heatmap = gr.Plot(placeholder("heatmap"), label="Staleness per layer and step", show_label=False,
-                          elem_id="drift-heatmap")
-        volatility = gr.Plot(placeholder("volatility"), label="Volatility", show_label=False,
-                             elem_id="drift-volatility")
+    plots = {}
+    for row in PLOT_ROWS:
+        with gr.Row(equal_height=False):
+            for name, label in row:
+                plots[name] = gr.Plot(placeholder(name), label=label, show_label=False, elem_id=f"drift-{name}")
     final = gr.Textbox(label="Final text", lines=2, interactive=False, elem_id="drift-final")
     gr.Markdown("### Explain a step")
     # Raw: a step out of range gets the handler's message, which names the step's range.
     step = raw_slider(0, 1, value=0, step=1, label="step", interactive=False, elem_id="drift-step")
     explanation = gr.Markdown(NO_RUN, elem_id="drift-explain")
-    return DriftPanels(status, text, scatter, staleness, heatmap, volatility, final, gr.State(None), step, explanation)
+    return DriftPanels(status, text, **plots, final=final, record=gr.State(None), step=step, explanation=explanation)
 
 
 def build_drift_tab(ctx: AppContext) -> DriftTab:
