@@ -51,7 +51,9 @@ def gpu_registry(registry, monkeypatch):
 def served():
     """The whole app served on 127.0.0.1 as on a Space (a visitor's address is X-Forwarded-For's last
     entry), with the embedded model (or ENTROPYCACHE_MODEL) preloaded: its url, registry and demo."""
-    from app.serving.device_thread import CPU_THREAD
+    import torch
+
+    from app.serving.device_thread import CPU_THREAD, decode_threads
     from app.serving.registry import build_registry
     from app.ui import build_demo, launch
 
@@ -59,14 +61,30 @@ def served():
     registry.preload()
     demo = build_demo(registry, proxied=True)
     url = launch(demo, "127.0.0.1", free_port())
-    # As in `python app.py`, one thread runs every CPU decode (there the main thread; here the tests have it)
+    # As in `python app.py`, one thread runs every CPU decode (there the main thread; here the tests have it),
+    # on every core but one (decode_threads): a team on every core waits at each barrier for the core the
+    # browser draws on (docs/BENCHMARKS.md, "A busy core"). The tests' own reference decodes run on as many
+    # threads, so that their sums run in the server's order.
+    threads, decoding_threads = torch.get_num_threads(), decode_threads()
+    torch.set_num_threads(decoding_threads)
     stop = threading.Event()
-    decoding = threading.Thread(target=CPU_THREAD.serve, kwargs={"until": stop.is_set}, daemon=True)
+    decoding = threading.Thread(target=_serve, args=(CPU_THREAD, decoding_threads, stop.is_set), daemon=True)
     decoding.start()
-    yield SimpleNamespace(url=url, registry=registry, demo=demo)
-    demo.close()
-    stop.set()
-    decoding.join(timeout=30)
+    try:
+        yield SimpleNamespace(url=url, registry=registry, demo=demo)
+    finally:
+        demo.close()
+        stop.set()
+        decoding.join(timeout=30)
+        torch.set_num_threads(threads)
+
+
+def _serve(device_thread, threads: int, until) -> None:
+    """`device_thread` served from this thread, whose OpenMP team is `threads` (a team is its thread's)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    device_thread.serve(until=until)
 
 
 def browser_missing() -> list[str]:
