@@ -23,6 +23,7 @@ from pathlib import Path
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no phoning home from tests
 
 import pytest  # noqa: E402
+from folds import open_fold  # noqa: E402
 from gradio_client import Client  # noqa: E402
 from races import run_args  # noqa: E402
 
@@ -467,7 +468,7 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
                            timeout=30_000)
     page.locator("#sweep-taus textarea").fill("0.5, 12")
     page.locator("#sweep-ks textarea").fill("2")
-    page.locator("#sweep-decoding").get_by_text("Decoding").click()
+    open_fold(page, "#sweep-decoding", "Decoding", "input[type=number]")
     for key in ("gen_len", "block_len"):
         number = page.locator(f"#sweep-ctl-{key} input[type=number]")
         number.fill("32" if key == "gen_len" else "16")
@@ -477,7 +478,8 @@ def test_browser_sweeps_your_prompts_and_a_clicked_point_shows_both_texts_and_lo
     page.wait_for_function(
         "document.querySelector('#sweep-banner').innerText.includes('Sweep done: 3 prompts')", timeout=180_000
     )
-    assert "--prompts prompts.txt" in page.locator("#sweep-banner").inner_text()
+    command = page.locator("#sweep-banner").inner_text()
+    assert "--prompts prompts.txt" in command and "--gen-len 32 --block 16" in command  # swept as typed
     # asked for accuracy, the plot draws agreement (your prompts have no right answers): the radio says so
     page.wait_for_function("document.querySelector('#sweep-metric input[value=\"agreement\"]').checked",
                            timeout=30_000)

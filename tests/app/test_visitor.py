@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from folds import open_fold
 
 from app.controls.panel import FOLDED
 
@@ -49,7 +50,7 @@ def type_prompt(page, text: str) -> None:
     """Open the prompt box (folded while it holds an example with a question) and type `text` into it."""
     box = page.locator("#prompt textarea")
     if not box.is_visible():
-        page.locator("#prompt-fold").get_by_text(FOLDED).click()
+        open_fold(page, "#prompt-fold", FOLDED, "textarea")
     box.fill(text)
 
 
@@ -185,11 +186,12 @@ def test_browser_the_sweeps_sentences_agree_with_its_texts_and_the_held_out_coun
     page.locator("#sweep-prompts textarea").fill("tell a story about tom and a duck in the garden .\n"
                                                  "tell a story about max and a bird in the farm .")
     page.locator("#sweep-taus textarea").fill("12")
-    page.locator("#sweep-decoding").get_by_text("Decoding").click()
+    open_fold(page, "#sweep-decoding", "Decoding", "input[type=number]")
     for key, value in (("gen_len", "32"), ("block_len", "16")):
         set_number(page, key, value, prefix="sweep-")
     page.locator("#sweep-run-btn").click()
     banner_says(page, "Sweep done: 2 prompts", "sweep-banner")
+    assert "--gen-len 32 --block 16" in page.locator("#sweep-banner").inner_text()  # swept as typed
     page.locator("#sweep-higher").click()  # the sweep's one point
     page.locator("#sweep-point .ec-prompt").nth(1).wait_for(timeout=30_000)
     head = page.locator("#sweep-point .ec-point-head").inner_text()
