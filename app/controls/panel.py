@@ -307,10 +307,18 @@ def wire_inputs(ins: Inputs, ctx: AppContext, run: Callable, outputs: list, api_
 
 class ControlsTab(PanelTab):
     """A PanelTab whose input panel is build_inputs': what a Run sends is checked once by check_run. A
-    subclass says what its policy picker offers and whether EntropyCache races the pick."""
+    tab declares its parts in its class statement: PanelTab's (name, renderer, decode), what its policy
+    picker offers and whether EntropyCache races the pick; a tab lacking one fails where it is declared,
+    not at its first run."""
 
     offered: ClassVar[list[str]]
     against_ours: ClassVar[bool]
+
+    def __init_subclass__(cls, *, name: str, renderer: Callable, decode: Callable, offered: list[str],
+                          against_ours: bool, **rest: Any) -> None:
+        super().__init_subclass__(**rest)
+        cls.name, cls.renderer, cls.decode = name, renderer, staticmethod(decode)
+        cls.offered, cls.against_ours = offered, against_ours
 
     def checked(self, sent: dict) -> Run:
         """`sent`: the panel's inputs by name (Inputs.for_run)."""

@@ -20,6 +20,7 @@ from app.drift.render import DriftRenderer, DriftRun, DriftUpdate
 from app.serving.context import AppContext
 from app.serving.runner import Outputs
 from app.widgets.banner import banner, refuses
+from app.widgets.intro import tab_intro
 from core.refusal import shown
 
 NO_RUN = "Run a diagnostic decode first; then pick a step here."
@@ -79,14 +80,9 @@ class DriftPanels:
                 self.step: gr.Slider(minimum=0, maximum=max(last, 1), value=last, interactive=True)}
 
 
-class DriftTab(ControlsTab):
+class DriftTab(ControlsTab, name="drift", renderer=DriftRenderer, decode=drift_snapshots, offered=probed_policies(),
+               against_ours=False):
     """The picked policy, probed; and the Explain panel over the decode."""
-
-    offered = probed_policies()
-    against_ours = False
-    name = "drift"
-    renderer = DriftRenderer
-    decode = staticmethod(drift_snapshots)
 
     def explain(self, step: object, record: DriftRun | None) -> str:
         """The Explain panel's text for step `step` of the session's last finished diagnostic decode (a
@@ -131,9 +127,7 @@ def build_drift_panels() -> DriftPanels:
 
 def build_drift_tab(ctx: AppContext) -> DriftTab:
     """The tab's layout and events (call inside a gr.Tab)."""
-    gr.Markdown(INTRO)
-    with gr.Accordion("How it works", open=False, elem_id="drift-how-it-works"):
-        gr.Markdown(HOW_IT_WORKS)
+    tab_intro(INTRO, HOW_IT_WORKS, "drift-how-it-works")
     inputs = build_inputs(ctx.registry, prefix="drift-", policies=DriftTab.offered, policy_label="Policy probed",
                           run_label="Run diagnostics")
     panels = build_drift_panels()

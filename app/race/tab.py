@@ -28,6 +28,7 @@ from app.serving.context import AppContext, WarmShape
 from app.serving.registry import ModelRegistry
 from app.serving.runner import Outputs
 from app.widgets.banner import refusing
+from app.widgets.intro import tab_intro
 
 INTRO = """# EntropyCache: a decode race
 Two decoders answer the same prompt, side by side, on one clock of measured compute time: the faster
@@ -44,14 +45,9 @@ visitors' runs never count. A cache pays where the prompt is long: the presets r
 prompt, as the paper does."""
 
 
-class RaceTab(ControlsTab):
+class RaceTab(ControlsTab, name="race", renderer=RaceRenderer, decode=race_snapshots, offered=raced_policies(),
+              against_ours=True):
     """The compared lane (the pick) against EntropyCache."""
-
-    offered = raced_policies()
-    against_ours = True
-    name = "race"
-    renderer = RaceRenderer
-    decode = staticmethod(race_snapshots)
 
 
 def preset_opening(preset: Preset) -> Opening:
@@ -99,9 +95,7 @@ def wire_presets(registry: ModelRegistry, inputs: Inputs, buttons: dict[str, gr.
 
 def build_race_tab(ctx: AppContext) -> RaceTab:
     """The tab's layout and events (call inside a gr.Tab)."""
-    gr.Markdown(INTRO)
-    with gr.Accordion("How it works", open=False, elem_id="how-it-works"):
-        gr.Markdown(HOW_IT_WORKS)
+    tab_intro(INTRO, HOW_IT_WORKS, "how-it-works")
     buttons = preset_buttons()
     inputs = build_inputs(ctx.registry, policies=RaceTab.offered, policy_label="Compared lane (left panel)",
                           opening=preset_opening(DEFAULT_PRESET))
