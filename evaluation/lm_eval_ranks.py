@@ -83,3 +83,15 @@ def join(launch: Launch, device: str) -> tuple[Accelerator | None, str]:
         torch.set_num_threads(cpu_threads(launch))
         return accelerator, "cpu"
     return accelerator, str(accelerator.device)
+
+
+def leave(accelerator: Accelerator) -> None:
+    """Leave the process group, once every rank has come here.
+
+    The barrier comes first because a gloo worker thread frees the last collective's work after the
+    collective returns, and freeing its tensors takes the GIL. A process that starts exiting meanwhile
+    aborts at exit ("terminate called without an active exception"): the thread cannot take the GIL
+    while the interpreter finalizes. Waiting in the barrier hands that thread the GIL."""
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+

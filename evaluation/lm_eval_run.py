@@ -15,6 +15,7 @@ from lm_eval.__main__ import cli_evaluate
 from lm_eval.tasks import TaskManager
 
 from evaluation.lm_eval_model import GENERATION_ONLY, LIKELIHOOD_TYPES, EntropyCacheLM
+from evaluation.lm_eval_ranks import leave
 
 
 def run_cli(argv: list[str]) -> int:
@@ -34,7 +35,7 @@ def run_cli(argv: list[str]) -> int:
         return 0
     speed = lm.gathered_speed()
     if lm.accelerator is not None:
-        lm.accelerator.end_training()  # leaves the process group (torch warns at exit otherwise)
+        leave(lm.accelerator)  # torch warns at exit otherwise, and a gloo thread may abort the exit
     if speed is None or not speed.requests:
         return 0
     print("entropycache speed:\n" + lm.speed_table(speed))
