@@ -94,4 +94,3 @@ def leave(accelerator: Accelerator) -> None:
     while the interpreter finalizes. Waiting in the barrier hands that thread the GIL."""
     accelerator.wait_for_everyone()
     accelerator.end_training()
-
