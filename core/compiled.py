@@ -3,7 +3,8 @@
 In eager PyTorch a pass of the embedded model issues ~150 operators from Python, each paying
 microseconds of dispatch, so a pass over 18 rows costs several times what its arithmetic does
 (docs/BENCHMARKS.md, "The floor"). Compiled, a pass is one C++ function (inductor's C++ wrapper: no
-Python between its kernels) whose pointwise parts are fused loops between the BLAS calls. Its row
+Python between its kernels) whose pointwise parts are fused loops between its products, and whose
+products over few rows are core/few_rows.py's kernel where it runs (ATen's otherwise). Its row
 counts and the sequence length are dynamic dimensions, so a handful of graphs (the full pass and the
 partial pass, each with one or several logit rows: torch specialises a size of 1) serve every
 decode, over its exact rows, with no padding. Dynamo also keys a graph on the thread count, so each
@@ -35,6 +36,7 @@ from collections.abc import Callable
 
 import torch
 
+from core import few_rows
 from core.device import clock
 from core.errors import error_line
 from core.kv_cache import KVCache
@@ -116,12 +118,16 @@ _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> C
 
 
 def set_compile(model: DiffusionTransformer, mode: str) -> None:
-    """Run `model`'s passes compiled (when `mode` compiles for this model, see `compiles`) or eagerly.
-    Each graph compiles at the first pass that needs it, or ahead (core.warmup.capture_ahead)."""
+    """Run `model`'s passes compiled (when `mode` compiles for this model, see `compiles`), their products
+    over few rows through core/few_rows.py's kernel where it runs, or eagerly with ATen's products (the
+    reference). Each graph compiles at the first pass that needs it, or ahead (core.warmup.capture_ahead)."""
     if compiles(mode, model):
-        _COMPILED.setdefault(model, CompiledPasses())
+        if model not in _COMPILED:
+            _COMPILED[model] = CompiledPasses()
+            few_rows.attach(model)
     else:
         _COMPILED.pop(model, None)
+        few_rows.detach(model)
 
 
 def compiled_passes(model: DiffusionTransformer) -> CompiledPasses | None:

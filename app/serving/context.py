@@ -21,6 +21,7 @@ from app.widgets.banner import STOPPED
 from app.widgets.throttle import DEFAULT_THROTTLE_S
 from core.config import DecodeConfig
 from core.decoder import decode
+from core.few_rows import few_rows_state
 from core.loading import chat_prompt_ids
 from core.policies import make_policy
 from core.warmup import capture_ahead, prepared_by
@@ -63,7 +64,8 @@ class AppContext:
         if model not in self._warm:
             captured = warm_up(model, tokenizer, choice, self.registry.graphs, self.warm_shapes)
             if captured:
-                print(f"warm-up: {prepared_by(model)} for {choice.label} in {captured:.2f} s", flush=True)
+                print(f"warm-up: {prepared_by(model)} for {choice.label} in {captured:.2f} s; products over few "
+                      f"rows: {few_rows_state(model)}", flush=True)
             self._warm.add(model)
         return model, tokenizer
 

@@ -1,8 +1,9 @@
-"""The CPU's compiled passes (core/compiled.py): the eager path's tokens, compiled once ahead, eager and
-said so when compiling fails."""
+"""The CPU's compiled passes (core/compiled.py), with the few-row kernel's products where it runs
+(core/few_rows.py): the eager path's tokens, compiled once ahead, eager and said so when compiling fails."""
 
 import pytest
 
+from core import few_rows
 from core.compiled import check_compile, compile_state, compiled_passes, compiles, set_compile
 from core.config import DecodeConfig
 from core.decoder import generate
@@ -44,6 +45,8 @@ def test_compiled_passes_decode_the_eager_tokens_every_policy_once_compiled_ahea
     try:
         compiled_s = capture_ahead(model, len(prompts[0]) + 256, 32)
         assert compile_state(model) == "compiled"
+        if not few_rows.build()[0]:  # where the kernel runs, the compiled passes' products over few rows are its
+            assert few_rows.few_rows_state(model).startswith("few-row kernel")
         assert compiled_s > 0  # a process compiles its graphs once (from inductor's disk cache, if there)
         fast = _decodes(model, cases)
         assert capture_ahead(model, len(prompts[1]) + 64, 32) == 0  # another length: the same graphs
