@@ -86,7 +86,10 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
 
 
 def few_rows_linear(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """The Linear's forward through the kernel (ATen's past MAX_ROWS rows)."""
+    """The Linear's forward through the kernel (ATen's past MAX_ROWS rows, and wherever a gradient is
+    wanted: the kernel has no backward, and a decode runs without gradients)."""
+    if torch.is_grad_enabled() and (x.requires_grad or module.weight.requires_grad):
+        return nn.functional.linear(x, module.weight, module.bias)
     return torch.ops.entropycache.few_rows_linear(x, module.weight, module.bias, getattr(module, PANELS), MAX_ROWS)
 
 

@@ -93,7 +93,12 @@ def test_compiled_passes_attach_the_kernel_and_eager_ones_detach_it(model):
         assert all(getattr(m, few_rows.PANELS).dtype == torch.bfloat16 for m in linears)
         x = torch.randn(1, 18, model.config.dim)
         head = model.lm_head
-        assert _within_float32_bound(head(x)[0], x[0], head.weight)
+        with torch.no_grad():
+            assert _within_float32_bound(head(x)[0], x[0], head.weight)
+        trained = head(x)  # a gradient wanted: ATen's product, which has a backward
+        trained.sum().backward()
+        assert torch.equal(trained, F.linear(x, head.weight)) and head.weight.grad is not None
+        head.weight.grad = None
     finally:
         set_compile(model, "off")
     assert few_rows.few_rows_state(model) == "ATen"
