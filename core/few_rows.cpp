@@ -2,7 +2,7 @@
 //
 // A partial pass multiplies a handful of rows by every weight matrix of the model. MKL's product packs
 // the weight again at every call, a cost that does not shrink with the rows, so at 18 rows it runs at
-// half the rate of a full pass's products. Here the weight is laid out once, as panels of 32 output
+// a third to a half of the rate of a full pass's products. Here the weight is laid out once, as panels of 32 output
 // columns stored k-major, and each panel is multiplied by up to 12 rows held in 24 vector registers:
 // every weight element read feeds 12 fused multiply-adds.
 //
@@ -11,7 +11,8 @@
 // same, from half the bytes. Otherwise they are float32. The rows are float32 and every sum is a
 // float32 fused multiply-add chain over k in order, so both layouts give the same bits.
 //
-// Past `max_rows` rows (or for anything but float32 rows on the CPU) the call is ATen's own product.
+// Past `max_rows` rows (or for rows that are not float32) the call is ATen's own product, with the bias;
+// below, the bias is added after the product.
 
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>

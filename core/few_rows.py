@@ -2,8 +2,8 @@
 weights laid out for it once.
 
 A partial pass multiplies ~18 rows by every weight matrix. ATen's product (MKL) packs the weight again
-at every call, a cost that does not shrink with the rows, so those products ran at about half the rate
-of a full pass's and were most of a partial pass's time (docs/BENCHMARKS.md, "The floor"). The kernel
+at every call, a cost that does not shrink with the rows, so those products ran at a third to a half
+of the rate of a full pass's and were most of a partial pass's time (docs/BENCHMARKS.md, "The floor"). The kernel
 multiplies weights laid out once in panels: bfloat16 where every weight of a matrix is exactly one (a
 bf16 checkpoint loaded in float32, as the embedded model and LLaDA are: the same values from half the
 bytes), float32 otherwise. Its sums are float32 multiply-add chains over k, so it computes what
