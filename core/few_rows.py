@@ -3,16 +3,18 @@ weights laid out for it once.
 
 A partial pass multiplies ~18 rows by every weight matrix. ATen's product (MKL) packs the weight again
 at every call, a cost that does not shrink with the rows, so those products ran at a third to a half
-of the rate of a full pass's and were most of a partial pass's time (docs/BENCHMARKS.md, "The floor"). The kernel
-multiplies weights laid out once in panels: bfloat16 where every weight of a matrix is exactly one (a
-bf16 checkpoint loaded in float32, as the embedded model and LLaDA are: the same values from half the
-bytes), float32 otherwise. Its sums are float32 multiply-add chains over k, so it computes what
-F.linear does up to float rounding, like the compiled passes it serves (core/compiled.py): the eager
-path's tokens on the embedded model (tests/core/test_compiled.py), not promised bit for bit.
+of the rate of a full pass's and were most of a partial pass's time (docs/BENCHMARKS.md, "The
+floor"). The kernel multiplies weights laid out once in panels: bfloat16 where every weight of a
+matrix is exactly one (a bf16 checkpoint loaded in float32, as the embedded model and LLaDA are: the
+same values from half the bytes), float32 otherwise. Its sums are float32 multiply-add chains over
+k, so it computes what F.linear does up to float rounding, like the compiled passes it serves
+(core/compiled.py): the eager path's tokens on the embedded model (tests/core/test_compiled.py), not
+promised bit for bit.
 
-Where it applies: every nn.Linear of a model whose passes compile on the CPU (core.compiled.set_compile
-attaches it and detaches it; eager passes stay ATen's, the reference). A product over more than
-MAX_ROWS rows is ATen's inside the same operator, so one compiled graph serves every row count.
+Where it applies: every float32 nn.Linear of a model whose passes compile on the CPU
+(core.compiled.set_compile attaches it and detaches it; eager passes stay ATen's, the reference). A
+product over more than MAX_ROWS rows is ATen's inside the same operator, so one compiled graph serves
+every row count; so is one that needs a gradient.
 What it costs: a build of ~10 s the first time on a machine (torch's extension cache keeps it for the
 next process; it needs the C++ compiler that compiling passes needs, and ninja), and the panels'
 memory: half the float32 weights' in bfloat16, as much again in float32. Where the CPU lacks AVX-512
