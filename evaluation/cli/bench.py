@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from core.compiled import compile_state
 from core.config import DecodeConfig
+from core.few_rows import few_rows_state
 from core.loading import chat_prompt_ids, load_tokenizer, read_config, resolve
 from core.threads import BUSY, TEAM, CoreLoad
 from core.warmup import prepared_by
@@ -119,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
             print(format_table(result))
             if captured := sum(row["capture_s"] for row in result):
                 print(f"{prepared_by(model)} in {captured:.2f}s in all (in no decode's time)")
+            if compile_state(model) == "compiled":
+                print(f"the compiled passes' products over few rows: {few_rows_state(model)}")
             rows += result if k is None else [{"shots": k, **row} for row in result]
         print(load_note(load.others()))
         if args.json:
