@@ -2,9 +2,9 @@
 //
 // A partial pass multiplies a handful of rows by every weight matrix of the model. MKL's product packs
 // the weight again at every call, a cost that does not shrink with the rows, so at 18 rows it runs at
-// a third to a half of the rate of a full pass's products. Here the weight is laid out once, as panels of 32 output
-// columns stored k-major, and each panel is multiplied by up to 12 rows held in 24 vector registers:
-// every weight element read feeds 12 fused multiply-adds.
+// a third to a half of the rate of a full pass's products. Here the weight is laid out once, as panels
+// of 32 output columns stored k-major, and each panel is multiplied by up to 12 rows held in 24 vector
+// registers: every weight element read feeds 12 fused multiply-adds.
 //
 // Panels are bfloat16 where every weight is exactly a bfloat16 (a bf16 checkpoint loaded in float32,
 // as the embedded model and LLaDA ship): widening bfloat16 to float32 is exact, so the product is the
@@ -31,10 +31,12 @@ namespace {
 constexpr int64_t kPanel = 32;  // output columns per panel: two vectors of 16 floats
 constexpr int kBlock = 12;      // rows per register block: 24 accumulators of the 32 vector registers
 
+constexpr int64_t panel_count(int64_t n) { return (n + kPanel - 1) / kPanel; }
+
 // weight [n, k] -> panels [ceil(n / 32), k, 32]: column j of panel p is output p * 32 + j, zero past n.
 at::Tensor pack(const at::Tensor& weight, bool bf16) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat, "pack: a 2-d float32 weight");
-  const int64_t n = weight.size(0), k = weight.size(1), panels = (n + kPanel - 1) / kPanel;
+  const int64_t n = weight.size(0), k = weight.size(1), panels = panel_count(n);
   auto padded = at::zeros({panels * kPanel, k}, weight.options());
   padded.narrow(0, 0, n).copy_(weight);
   auto out = padded.view({panels, kPanel, k}).transpose(1, 2).contiguous();
@@ -87,7 +89,7 @@ constexpr std::array<Block<W>, sizeof...(R)> blocks(std::integer_sequence<int, R
 template <typename W>
 void product(const float* x, int64_t m, int64_t k, const W* panels, int64_t n, float* y) {
   static const auto by_rows = blocks<W>(std::make_integer_sequence<int, kBlock>{});
-  at::parallel_for(0, (n + kPanel - 1) / kPanel, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, panel_count(n), 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const int64_t cols = std::min<int64_t>(kPanel, n - p * kPanel);
       const __mmask16 m_lo = cols >= 16 ? 0xFFFF : (1u << cols) - 1;
@@ -105,7 +107,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t m = x.numel() / k;
   if (m > max_rows || x.scalar_type() != at::kFloat || x.size(-1) != k) return at::linear(x, weight, bias);
-  TORCH_CHECK(panels.size(0) == (n + kPanel - 1) / kPanel && panels.size(1) == k, "linear: panels of another weight");
+  TORCH_CHECK(panels.size(0) == panel_count(n) && panels.size(1) == k, "linear: panels of another weight");
   const auto rows = x.contiguous();
   auto shape = x.sizes().vec();
   shape.back() = n;
