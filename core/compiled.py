@@ -3,11 +3,13 @@
 In eager PyTorch a pass of the embedded model issues ~150 operators from Python, each paying
 microseconds of dispatch, so a pass over 18 rows costs several times what its arithmetic does
 (docs/BENCHMARKS.md, "The floor"). Compiled, a pass is one C++ function (inductor's C++ wrapper: no
-Python between its kernels) whose pointwise parts are fused loops between its products, and whose
-products over few rows are core/few_rows.py's kernel where it runs (ATen's otherwise). Its row
+Python between its kernels) whose pointwise parts are fused loops between its products. Its row
 counts and the sequence length are dynamic dimensions, so a handful of graphs (the full pass and the
 partial pass, each with one or several logit rows: torch specialises a size of 1) serve every
-decode, over its exact rows, with no padding. Dynamo also keys a graph on the thread count, so each
+decode, over its exact rows, with no padding. Where core/few_rows.py's kernel runs, it takes the
+partial passes over few rows instead (their layers in one call: less overhead than a compiled
+graph's), and the compiled partial passes are only the wider ones, their products over few rows the
+kernel's too. Dynamo also keys a graph on the thread count, so each
 team size core/threads.py picks has its own (warm-up compiles the team's largest size and 1 thread).
 A pass with a layer hook (core/layerwise.py) runs eagerly: its hook decides in Python between
 layers. On a GPU the fast path is CUDA graphs and fused pointwise kernels (core/passes.py,
@@ -93,7 +95,8 @@ class CompiledPasses:
 
     def __call__(self, model: DiffusionTransformer, tokens: torch.Tensor, cache: KVCache,
                  rows: torch.Tensor | None, logit_rows: torch.Tensor) -> torch.Tensor:
-        if self.compiled is None:
+        stack = model.layers_over_rows
+        if self.compiled is None or (stack is not None and stack.takes(rows, None)):
             return _pass(model, tokens, cache, rows, logit_rows)
         graphs = _graphs_compiled()
         started, wall = clock(tokens.device), time.perf_counter()

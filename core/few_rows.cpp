@@ -15,23 +15,16 @@
 // below, the bias is added after the product.
 
 #include <ATen/Functions.h>
-#include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>
-#include <immintrin.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <array>
-#include <cstdint>
 #include <optional>
-#include <utility>
+
+#include "few_rows.h"
 
 namespace {
 
-constexpr int64_t kPanel = 32;  // output columns per panel: two vectors of 16 floats
-constexpr int kBlock = 12;      // rows per register block: 24 accumulators of the 32 vector registers
-
-constexpr int64_t panel_count(int64_t n) { return (n + kPanel - 1) / kPanel; }
+using few_rows::kPanel;
+using few_rows::panel_count;
 
 // weight [n, k] -> panels [ceil(n / 32), k, 32]: column j of panel p is output p * 32 + j, zero past n.
 at::Tensor pack(const at::Tensor& weight, bool bf16) {
@@ -43,79 +36,17 @@ at::Tensor pack(const at::Tensor& weight, bool bf16) {
   return bf16 ? out.to(at::kBFloat16) : out;
 }
 
-#define AVX512 __attribute__((target("avx512f,avx512bw")))
-
-// One k-step of a panel: its 32 weights as two float32 vectors.
-AVX512 inline void load(const float* p, __m512& lo, __m512& hi) {
-  lo = _mm512_loadu_ps(p);
-  hi = _mm512_loadu_ps(p + 16);
-}
-AVX512 inline void load(const at::BFloat16* p, __m512& lo, __m512& hi) {
-  const __m512i both = _mm512_loadu_si512(p);  // a bfloat16 is a float32's upper 16 bits
-  lo = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(both)), 16));
-  hi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(both, 1)), 16));
-}
-
-// R rows of x (row stride k) times one panel, into R rows of y (row stride ldy), masked past n.
-template <int R, typename W>
-AVX512 void block(const float* x, int64_t k, const W* panel, float* y, int64_t ldy, __mmask16 m_lo,
-                  __mmask16 m_hi) {
-  __m512 lo[R], hi[R];
-  for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < k; ++i) {
-    __m512 w_lo, w_hi;
-    load(panel + i * kPanel, w_lo, w_hi);
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(x[r * k + i]);
-      lo[r] = _mm512_fmadd_ps(a, w_lo, lo[r]);
-      hi[r] = _mm512_fmadd_ps(a, w_hi, hi[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(y + r * ldy, m_lo, lo[r]);
-    _mm512_mask_storeu_ps(y + r * ldy + 16, m_hi, hi[r]);
-  }
-}
-
-template <typename W>
-using Block = void (*)(const float*, int64_t, const W*, float*, int64_t, __mmask16, __mmask16);
-
-template <typename W, int... R>
-constexpr std::array<Block<W>, sizeof...(R)> blocks(std::integer_sequence<int, R...>) {
-  return {block<R + 1, W>...};
-}
-
-// y [m, n] = x [m, k] times the panels; the panels split between the threads.
-template <typename W>
-void product(const float* x, int64_t m, int64_t k, const W* panels, int64_t n, float* y) {
-  static const auto by_rows = blocks<W>(std::make_integer_sequence<int, kBlock>{});
-  at::parallel_for(0, panel_count(n), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const int64_t cols = std::min<int64_t>(kPanel, n - p * kPanel);
-      const __mmask16 m_lo = cols >= 16 ? 0xFFFF : (1u << cols) - 1;
-      const __mmask16 m_hi = cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1;
-      for (int64_t r = 0; r < m; r += kBlock) {
-        const int64_t rows = std::min<int64_t>(kBlock, m - r);
-        by_rows[rows - 1](x + r * k, k, panels + p * k * kPanel, y + r * n + p * kPanel, n, m_lo, m_hi);
-      }
-    }
-  });
-}
-
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                   const at::Tensor& panels, int64_t max_rows) {
   const int64_t n = weight.size(0), k = weight.size(1);
   const int64_t m = x.numel() / k;
   if (m > max_rows || x.scalar_type() != at::kFloat || x.size(-1) != k) return at::linear(x, weight, bias);
-  TORCH_CHECK(panels.size(0) == panel_count(n) && panels.size(1) == k, "linear: panels of another weight");
+  TORCH_CHECK(panels.size(1) == k, "linear: panels of another weight");
   const auto rows = x.contiguous();
   auto shape = x.sizes().vec();
   shape.back() = n;
   auto y = at::empty(shape, rows.options());
-  if (panels.scalar_type() == at::kBFloat16)
-    product(rows.data_ptr<float>(), m, k, panels.data_ptr<at::BFloat16>(), n, y.data_ptr<float>());
-  else
-    product(rows.data_ptr<float>(), m, k, panels.data_ptr<float>(), n, y.data_ptr<float>());
+  few_rows::multiply(rows.data_ptr<float>(), m, panels, n, y.data_ptr<float>());
   return bias.has_value() ? y.add_(*bias) : y;
 }
 

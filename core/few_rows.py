@@ -1,5 +1,5 @@
-"""Matrix products over few rows on the CPU: core/few_rows.cpp, built once per machine, with each model's
-weights laid out for it once.
+"""Passes over few rows on the CPU: core/few_rows.cpp's matrix product and core/few_rows_layer.cpp's
+layers, built once per machine, with each model's weights laid out for them once.
 
 A partial pass multiplies ~18 rows by every weight matrix. ATen's product (MKL) packs the weight again
 at every call, a cost that does not shrink with the rows, so those products ran at a third to a half
@@ -7,18 +7,26 @@ of the rate of a full pass's and were most of a partial pass's time (docs/BENCHM
 floor"). The kernel multiplies weights laid out once in panels: bfloat16 where every weight of a
 matrix is exactly one (a bf16 checkpoint loaded in float32, as the embedded model and LLaDA are: the
 same values from half the bytes), float32 otherwise. Its sums are float32 multiply-add chains over
-k, so it computes what F.linear does up to float rounding, like the compiled passes it serves
-(core/compiled.py): the eager path's tokens on the embedded model (tests/core/test_compiled.py), not
-promised bit for bit.
+k, so it computes what F.linear does up to float rounding.
 
-Where it applies: every float32 nn.Linear of a model whose passes compile on the CPU
-(core.compiled.set_compile attaches it and detaches it; eager passes stay ATen's, the reference). A
-product over more than MAX_ROWS rows is ATen's inside the same operator, so one compiled graph serves
-every row count; so is one that needs a gradient.
-What it costs: a build of ~10 s the first time on a machine (torch's extension cache keeps it for the
+Around the products, a pass over few rows spent as long again between its kernels, compiled or not:
+operator calls, shape checks, buffers, and dynamo's checks of every weight, on one thread while the
+other waited. So a partial pass of at most MAX_ROWS rows runs its layers in one call (`Layers`, which
+DiffusionTransformer.forward calls in place of its blocks' loop): the layer's pointwise parts as
+loops, its products the kernel's, its attention a kernel of its own for head sizes 64 and 128
+(ATen's otherwise). It computes what the blocks do up to float rounding (tests/core/
+test_few_rows_layer.py), so its tokens are the eager path's on the embedded model (tests/core/
+test_compiled.py), not promised bit for bit.
+
+Where it applies: a model whose passes compile on the CPU (core.compiled.set_compile attaches it and
+detaches it; eager passes stay the blocks' with ATen's products, the reference). Its Linears' forward
+is the kernel's too, for the passes the layers in one call do not take: a layer hook's, and a compiled
+one (a product over more than MAX_ROWS rows is ATen's inside the same operator, so one compiled graph
+serves every row count; so is one that needs a gradient).
+What it costs: a build of ~15 s the first time on a machine (torch's extension cache keeps it for the
 next process; it needs the C++ compiler that compiling passes needs, and ninja), and the panels'
 memory: half the float32 weights' in bfloat16, as much again in float32. Where the CPU lacks AVX-512
-or the build fails, products stay ATen's and `few_rows_state` says why.
+or the build fails, passes stay the blocks' with ATen's products and `few_rows_state` says why.
 """
 
 from __future__ import annotations
@@ -33,9 +41,12 @@ import torch
 from torch import nn
 
 from core.errors import error_line
+from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
 
-SOURCE = Path(__file__).with_name("few_rows.cpp")
+SOURCES = [Path(__file__).with_name(name) for name in ("few_rows.cpp", "few_rows_layer.cpp")]
+# ATen's vector types at AVX-512 (the layer's loops), as inductor compiles its own kernels
+CFLAGS = ["-O3", "-fopenmp", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
 NAME = "entropycache_few_rows"  # the extension's, and its folder's in torch's extension cache
 STALE_LOCK_S = 600.0  # a build takes ~10 s: a lock this old is a killed build's
 # Rows past which ATen's product is as fast as the kernel's (24 products of the embedded model in
@@ -59,7 +70,7 @@ def build() -> tuple[str, float]:
         folder = Path(get_default_build_root()) / NAME
         folder.mkdir(parents=True, exist_ok=True)
         _drop_stale_lock(folder / "lock")
-        load(NAME, [str(SOURCE)], extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"],
+        load(NAME, [str(path) for path in SOURCES], extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"],
              build_directory=str(folder), is_python_module=False)
     except Exception as e:  # noqa: BLE001 -- no compiler, no ninja, a failed build: ATen's products work
         return f"not built: {error_line(e)}", time.perf_counter() - started
@@ -95,6 +106,36 @@ def few_rows_linear(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return torch.ops.entropycache.few_rows_linear(x, module.weight, module.bias, getattr(module, PANELS), MAX_ROWS)
 
 
+class Layers:
+    """A model's layers over a few rows as one call of the extension's few_rows_layers
+    (core/few_rows_layer.cpp): the whole stack of a partial pass in C++, its weights' lists built once."""
+
+    def __init__(self, model: DiffusionTransformer) -> None:
+        blocks, cfg = model.layers, model.config
+        self.weights = (
+            [b.attn_norm.weight for b in blocks],
+            [getattr(b.attn.wqkv, PANELS) for b in blocks],
+            [b.attn.wqkv.bias for b in blocks] if cfg.qkv_bias else [],
+            [getattr(b.attn.wo, PANELS) for b in blocks],
+            [b.ffn_norm.weight for b in blocks],
+            [getattr(b.ffn.w13, PANELS) for b in blocks],
+            [getattr(b.ffn.w2, PANELS) for b in blocks],
+        )
+        self.shape = (cfg.n_heads, cfg.n_kv_heads, cfg.norm_eps)
+        self.needs_grad = any(p.requires_grad for p in model.parameters())
+
+    def takes(self, rows: torch.Tensor | None, key_mask: torch.Tensor | None) -> bool:
+        """Whether a pass over `rows` runs here: an eager pass over at most MAX_ROWS rows, without a key
+        mask, and without gradients (the call has no backward)."""
+        if torch.compiler.is_compiling() or rows is None or key_mask is not None:
+            return False
+        return rows.numel() <= MAX_ROWS and not (self.needs_grad and torch.is_grad_enabled())
+
+    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
+                 rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.entropycache.few_rows_layers(x, cos, sin, cache.k, cache.v, rows, *self.weights, *self.shape)
+
+
 def attach(model: DiffusionTransformer) -> None:
     """Route the model's float32 CPU Linears through the kernel, each with its panels packed now from
     its current weights (a model trained further must attach again); a no-op, with its reason kept for
@@ -110,13 +151,17 @@ def attach(model: DiffusionTransformer) -> None:
         for module in linears:
             module.register_buffer(PANELS, pack(module.weight.detach()), persistent=False)
             module.forward = MethodType(few_rows_linear, module)
+    model.layers_over_rows = Layers(model) if _stack_runs(model) else None
     dtypes = {getattr(module, PANELS).dtype for module in linears}
     layout = " and ".join("bfloat16" if d == torch.bfloat16 else "float32" for d in sorted(dtypes, key=str))
-    _STATE[model] = f"few-row kernel up to {MAX_ROWS} rows, {layout} panels (built or loaded in {seconds:.1f} s)"
+    stack = "the layers in one call" if model.layers_over_rows is not None else "products only"
+    _STATE[model] = (f"few-row kernel up to {MAX_ROWS} rows ({stack}), {layout} panels "
+                     f"(built or loaded in {seconds:.1f} s)")
 
 
 def detach(model: DiffusionTransformer) -> None:
-    """Every Linear back to its own forward (ATen's product), its panels dropped."""
+    """Every Linear back to its own forward (ATen's product), its panels dropped, the blocks' loop back."""
+    model.layers_over_rows = None
     for module in model.modules():
         if isinstance(module, nn.Linear) and PANELS in module._buffers:
             del module._buffers[PANELS]
@@ -132,6 +177,11 @@ def attached(model: DiffusionTransformer) -> bool:
 def few_rows_state(model: DiffusionTransformer) -> str:
     """How the model's products run: 'ATen', the kernel and its panels, or 'ATen (why not the kernel)'."""
     return _STATE.get(model, "ATen")
+
+
+def _stack_runs(model: DiffusionTransformer) -> bool:
+    """Whether few_rows_layers computes the model's layers: every weight float32 on the CPU."""
+    return all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters())
 
 
 def _linears(model: DiffusionTransformer) -> list[nn.Linear]:

@@ -16,12 +16,14 @@ add before the FFN's norm, gate * up) are the functions of `POINTWISE`, which ev
 calls through one shared `Pointwise`: as written (eager), or compiled into fused kernels
 (core/fusion.py). Attention is torch's scaled_dot_product_attention with no mask in a decode: a
 row-selective pass attends over every cached key, so torch runs it on its fused kernels (cuDNN or
-flash attention on a recent GPU; docs/ALGORITHM.md says which and why).
+flash attention on a recent GPU; docs/ALGORITHM.md says which and why). On a CPU whose passes compile,
+a pass over few rows runs every layer in one call instead (`layers_over_rows`, core/few_rows.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +81,15 @@ class Pointwise:
     def use(self, parts: dict[str, Callable]) -> None:
         for name in POINTWISE:
             setattr(self, name, parts[name])
+
+
+class LayersOverRows(Protocol):
+    """A pass's layers in one call, for the passes it takes (core/few_rows.py's, on the CPU)."""
+
+    def takes(self, rows: torch.Tensor | None, key_mask: torch.Tensor | None) -> bool: ...
+
+    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
+                 rows: torch.Tensor) -> torch.Tensor: ...
 
 
 class RMSNorm(nn.Module):
@@ -182,6 +193,9 @@ class DiffusionTransformer(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        # Every layer of the passes it takes in one call, in place of the loop over the blocks below
+        # (core/few_rows.py sets it where the passes compile on a CPU; None: the blocks, always).
+        self.layers_over_rows: LayersOverRows | None = None
 
     def new_cache(self, batch: int, length: int) -> KVCache:
         """An empty cache for `length` positions, each layer's on that layer's device."""
@@ -245,6 +259,8 @@ class DiffusionTransformer(nn.Module):
                 view = LayerView(layer, cache, i, x, None, cos, sin)
                 x = layer.forward_stream(x, cos, sin, cache, i, hook.choose(i, view))
                 hook.finish(i, view)
+        elif hook is None and self.layers_over_rows is not None and self.layers_over_rows.takes(rows, mask):
+            x = self.layers_over_rows(x, cos, sin, cache, rows)
         else:
             for i, layer in enumerate(self.layers):
                 x_in, x = x, layer(x, cos, sin, cache, i, rows, mask)

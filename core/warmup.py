@@ -11,6 +11,7 @@ from contextlib import ExitStack
 import torch
 
 from core.compiled import compiled_passes
+from core.few_rows import MAX_ROWS
 from core.model import DiffusionTransformer
 from core.passes import Passes, bucket, passes_for, uses_static_passes
 from core.threads import TEAM
@@ -51,7 +52,8 @@ def prepared_by(model: DiffusionTransformer) -> str:
 
 def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> float:
     """Compile the model's passes now by running one of each kind a decode meets (full and partial, with
-    one and with several logit rows), at distinct sizes so that each graph serves any size, on the team
+    one and with several logit rows; partial only past the rows that core/few_rows.py's layers in one
+    call take, where they run), at distinct sizes so that each graph serves any size, on the team
     sizes of an idle and of a busy machine (core/threads.py); the seconds compiling took (0 when every
     graph was there). The K/V they write are thrown away with their buffers."""
     compiled = compiled_passes(model)
@@ -63,8 +65,12 @@ def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> 
     passes = Passes(model, length)
     waited = compiled.compile_wall_s
     block = list(range(length - block_len, length))
-    kinds = [(None, block), (None, block[:1]), (block[:-2] + [block[-1]], block[1:-2]), (block[-2:], block[-1:]),
-             (block[-1:], block[-1:])]
+    kinds = [(None, block), (None, block[:1])]
+    if model.layers_over_rows is None:
+        kinds += [(block[:-2] + [block[-1]], block[1:-2]), (block[-2:], block[-1:]), (block[-1:], block[-1:])]
+    elif length > MAX_ROWS + 1:  # partial passes the layers in one call take do not compile: only wider ones
+        wide = list(range(length - MAX_ROWS - 1, length))
+        kinds += [(wide, block[1:-2]), (wide, block[-1:])]
     try:
         for threads in teams:
             torch.set_num_threads(threads)

@@ -64,7 +64,7 @@ class AppContext:
         if model not in self._warm:
             captured = warm_up(model, tokenizer, choice, self.registry.graphs, self.warm_shapes)
             if captured:
-                print(f"warm-up: {prepared_by(model)} for {choice.label} in {captured:.2f} s; products over few "
+                print(f"warm-up: {prepared_by(model)} for {choice.label} in {captured:.2f} s; passes over few "
                       f"rows: {few_rows_state(model)}", flush=True)
             self._warm.add(model)
         return model, tokenizer

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{prepared_by(model)} in {captured:.2f}s in all (in no decode's time)")
             rows += result if k is None else [{"shots": k, **row} for row in result]
         if compile_state(model) == "compiled":
-            print(f"the compiled passes' products over few rows: {few_rows_state(model)}")
+            print(f"passes over few rows: {few_rows_state(model)}")
         print(load_note(load.others()))
         if args.json:
             write_json(args.json, rows)

@@ -1,7 +1,8 @@
 """`python -m evaluation bench --forward-rows`: one forward's time by rows computed, eagerly and, where
-the passes compile, compiled (and compiled with ATen's products beside the few-row kernel's, where it
-runs), each against its two floors (evaluation/forward_cost.py): reading the weights once, and doing
-its arithmetic at the rate this device reaches on a large product."""
+the passes compile, on the fast path (and, where the few-row kernel runs, beside it every pass a
+compiled graph, with the kernel's products and with ATen's), each against its two floors
+(evaluation/forward_cost.py): reading the weights once, and doing its arithmetic at the rate this
+device reaches on a large product."""
 
 from __future__ import annotations
 
@@ -36,17 +37,18 @@ def row_counts(args: argparse.Namespace) -> tuple[list[int], int]:
 
 def print_forward_costs(model, length: int, row_counts: list[int], compile_mode: str) -> None:
     """Each row count's pass time, its share of the slowest and its ratios to the two floors, eagerly and,
-    where the passes compile, compiled, and where the few-row kernel runs (core/few_rows.py) compiled
-    with ATen's products beside it: the weight-read floor (the float32 weights' bytes at the copy
-    bandwidth measured now) and the arithmetic floor (the pass's FLOPs at the rate a large product
-    reaches now)."""
+    where the passes compile, on the fast path, and where the few-row kernel runs (core/few_rows.py)
+    every pass a compiled graph beside it, with the kernel's products and with ATen's: the weight-read
+    floor (the float32 weights' bytes at the copy bandwidth measured now) and the arithmetic floor (the
+    pass's FLOPs at the rate a large product reaches now)."""
     paths = {"eager": forward_costs_as(model, length, row_counts, "off")}
     if compiles(compile_mode, model):
         costs = forward_costs_as(model, length, row_counts, compile_mode)
         if compile_state(model) == "compiled":
-            paths["compiled"] = costs
-            print(f"compiled passes' products: {few_rows.few_rows_state(model)}")
+            paths["fast path"] = costs
+            print(f"fast path: passes compiled, over few rows {few_rows.few_rows_state(model)}")
             if few_rows.attached(model):
+                paths["compiled graphs"] = graphs_costs(model, length, row_counts)
                 paths["compiled, ATen products"] = aten_products_costs(model, length, row_counts)
         else:
             print(f"compiled: not measured, it runs {compile_state(model)}")
@@ -65,6 +67,16 @@ def print_forward_costs(model, length: int, row_counts: list[int], compile_mode:
         cells = "".join(f" | {c[n] * 1e3:8.3f} | {c[n] / max(c.values()):.3f} | {c[n] / floor:6.2f}x"
                         f" | {c[n] / arithmetic[n]:6.2f}x" for c in paths.values())
         print(f"{n:5d} | {arithmetic[n] * 1e3:8.3f}{cells}")
+
+
+def graphs_costs(model, length: int, row_counts: list[int]) -> dict[int, float]:
+    """forward_costs with every pass a compiled graph: the layers in one call set aside (the kernel's
+    products kept), and put back after."""
+    stack, model.layers_over_rows = model.layers_over_rows, None
+    try:
+        return forward_costs(model, length, row_counts)
+    finally:
+        model.layers_over_rows = stack
 
 
 def aten_products_costs(model, length: int, row_counts: list[int]) -> dict[int, float]:

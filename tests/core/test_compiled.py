@@ -45,7 +45,7 @@ def test_compiled_passes_decode_the_eager_tokens_every_policy_once_compiled_ahea
     try:
         compiled_s = capture_ahead(model, len(prompts[0]) + 256, 32)
         assert compile_state(model) == "compiled"
-        if not few_rows.build()[0]:  # where the kernel runs, the compiled passes' products over few rows are its
+        if not few_rows.build()[0]:  # where the kernel runs, the passes over few rows are its
             assert few_rows.few_rows_state(model).startswith("few-row kernel")
         assert compiled_s > 0  # a process compiles its graphs once (from inductor's disk cache, if there)
         fast = _decodes(model, cases)

@@ -88,8 +88,8 @@ def test_compiled_passes_attach_the_kernel_and_eager_ones_detach_it(model):
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     set_compile(model, "on")
     try:
-        assert few_rows.few_rows_state(model).startswith(
-            f"few-row kernel up to {few_rows.MAX_ROWS} rows, bfloat16 panels (built or loaded in ")
+        said = f"few-row kernel up to {few_rows.MAX_ROWS} rows (the layers in one call), bfloat16 panels (built or"
+        assert few_rows.few_rows_state(model).startswith(said)
         assert all(getattr(m, few_rows.PANELS).dtype == torch.bfloat16 for m in linears)
         x = torch.randn(1, 18, model.config.dim)
         head = model.lm_head
@@ -103,6 +103,7 @@ def test_compiled_passes_attach_the_kernel_and_eager_ones_detach_it(model):
         set_compile(model, "off")
     assert few_rows.few_rows_state(model) == "ATen"
     assert not any(few_rows.PANELS in m._buffers or "forward" in vars(m) for m in linears)
+    assert model.layers_over_rows is None
 
 
 def test_where_the_kernel_cannot_run_products_stay_aten_s_and_say_why(model, monkeypatch):

@@ -144,8 +144,9 @@ def test_the_package_function_generate_is_not_shadowed():
 def test_forward_rows_prints_each_pass_against_the_weight_read_floor_eager_beside_compiled(model_dir, capsys,
                                                                                            monkeypatch):
     """Each row count's time, share of the slowest and ratio to the floor (weights over the copy
-    bandwidth), per path, the compiled passes with the few-row kernel's products and with ATen's: the
-    costs and the bandwidth are set here, so the arithmetic is checked."""
+    bandwidth), per path: eager, the fast path, and every pass a compiled graph with the few-row
+    kernel's products and with ATen's: the costs and the bandwidth are set here, so the arithmetic is
+    checked."""
     from types import SimpleNamespace
 
     from core.loading import load_model
@@ -153,7 +154,8 @@ def test_forward_rows_prints_each_pass_against_the_weight_read_floor_eager_besid
     from evaluation.forward_cost import weight_bytes
 
     model, _ = load_model(model_dir)
-    paths = iter([{10: 0.004, 2: 0.001}, {10: 0.002, 2: 0.0004}, {10: 0.003, 2: 0.0008}])  # eager, compiled, ATen's
+    # eager, the fast path, compiled graphs with the kernel's products and with ATen's
+    paths = iter([{10: 0.004, 2: 0.001}, {10: 0.002, 2: 0.0004}, {10: 0.002, 2: 0.0006}, {10: 0.003, 2: 0.0008}])
     monkeypatch.setattr(forward_rows, "forward_costs", lambda model, length, counts: next(paths))
     monkeypatch.setattr(forward_rows, "copy_bandwidth", lambda device: weight_bytes(model) / 0.0002)  # floor 0.2 ms
     monkeypatch.setattr(forward_rows, "compiles", lambda mode, model: True)
@@ -171,14 +173,15 @@ def test_forward_rows_prints_each_pass_against_the_weight_read_floor_eager_besid
     forward_rows.print_forward_costs(model, 10, [10, 2], "auto")
     lines = capsys.readouterr().out.splitlines()
     assert swaps == ["detach", "attach"]  # ATen's products measured, then the kernel's again
-    assert lines[0] == "compiled passes' products: few-row kernel (as said)"
+    assert lines[0] == "fast path: passes compiled, over few rows few-row kernel (as said)"
     assert "so reading them once (the floor) takes 0.200 ms" in lines[1]
     assert lines[2].startswith(f"the widest product of a full pass runs at {rate / 1e9:.0f} GFLOP/s now")
     assert lines[3] == ("rows of 10 | arith ms | eager ms | share | / floor | / arith"
-                        " | compiled ms | share | / floor | / arith"
+                        " | fast path ms | share | / floor | / arith | compiled graphs ms | share | / floor | / arith"
                         " | compiled, ATen products ms | share | / floor | / arith")
     assert lines[4] == (f"   10 | {arith_10 * 1e3:8.3f} |    4.000 | 1.000 |  20.00x | {0.004 / arith_10:6.2f}x"
                         f" |    2.000 | 1.000 |  10.00x | {0.002 / arith_10:6.2f}x"
+                        f" |    2.000 | 1.000 |  10.00x | {0.002 / arith_10:6.2f}x"
                         f" |    3.000 | 1.000 |  15.00x | {0.003 / arith_10:6.2f}x")
     assert lines[5] == ("    2 |    0.100 |    1.000 | 0.250 |   5.00x |  10.00x |    0.400 | 0.200 |   2.00x |   4.00x"
-                        " |    0.800 | 0.267 |   4.00x |   8.00x")
+                        " |    0.600 | 0.300 |   3.00x |   6.00x |    0.800 | 0.267 |   4.00x |   8.00x")

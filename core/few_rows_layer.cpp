@@ -1,0 +1,253 @@
+// One layer of a pass over few rows, in one call: built and loaded with few_rows.cpp by core/few_rows.py.
+//
+// A pass over ~18 rows does ~1.5 ms of arithmetic on this project's 2-core CPU, and as a compiled graph
+// it spent as long again between its kernels: the calls, shape checks and buffers of ~80 operators,
+// and dynamo's checks of ~380 inputs, all on one thread while the other waited. Here a layer is one
+// call: its pointwise parts are loops over the rows, its products few_rows.h's over the panels, and
+// its attention ATen's fused kernel, called from C++.
+//
+// It computes what core/model.py's Block.forward does for rows against a KV cache, in float32, up to
+// rounding: RMSNorm, the qkv product (and its bias), RoPE on queries and keys (rotate-half), their
+// keys and values written into the cache at the rows' positions, attention over every cached key,
+// the output product, the residual, RMSNorm, the gate/up product, silu(gate) * up, the down product,
+// the residual.
+
+#include <ATen/Functions.h>
+#include <ATen/cpu/vec/vec.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "few_rows.h"
+
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+
+// out = weight * x / rms(x), row by row (core/model.py's rms_norm).
+void rms_norm(const float* x, const float* weight, int64_t m, int64_t dim, double eps, float* out) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = x + r * dim;
+    Vec squares(0.f);
+    int64_t i = 0;
+    for (; i + Vec::size() <= dim; i += Vec::size()) {
+      const Vec v = Vec::loadu(row + i);
+      squares = at::vec::fmadd(v, v, squares);
+    }
+    float sum = _mm512_reduce_add_ps(squares);
+    for (; i < dim; ++i) sum += row[i] * row[i];
+    const float scale = 1.f / std::sqrt(sum / static_cast<float>(dim) + static_cast<float>(eps));
+    for (int64_t j = 0; j < dim; ++j) out[r * dim + j] = weight[j] * (row[j] * scale);
+  }
+}
+
+// The first `heads` heads of each row of qkv rotated in place by that row's cos/sin (rotate-half RoPE).
+void rope(float* qkv, int64_t m, int64_t r, int64_t stride, int64_t heads, int64_t hd, const float* cos,
+          const float* sin) {
+  const int64_t half = hd / 2;
+  for (int64_t row = 0; row < m; ++row) {
+    const float* c = cos + (row % r) * hd;
+    const float* s = sin + (row % r) * hd;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = qkv + row * stride + h * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] + (-b) * s[i];
+        v[i + half] = b * c[i + half] + a * s[i + half];
+      }
+    }
+  }
+}
+
+// silu(gate) * up of each row of gate_up ([m, 2 * ffn], gate first).
+void swiglu(const float* gate_up, int64_t m, int64_t ffn, float* out) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* gate = gate_up + r * 2 * ffn;
+    const float* up = gate + ffn;
+    for (int64_t i = 0; i < ffn; i += Vec::size()) {
+      const int count = static_cast<int>(std::min<int64_t>(Vec::size(), ffn - i));
+      const Vec g = Vec::loadu(gate + i, count), u = Vec::loadu(up + i, count);
+      const Vec silu = g / (Vec(1.f) + g.neg().exp_u20());
+      (silu * u).store(out + r * ffn + i, count);
+    }
+  }
+}
+
+// Keys (heads from `first`) of each row of qkv into the cache [b, kv_heads, length, hd] at its position.
+void write_rows(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t first, int64_t kv_heads,
+                int64_t hd, const int64_t* rows, at::Tensor& cache) {
+  const int64_t length = cache.size(2);
+  float* out = cache.data_ptr<float>();
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t h = 0; h < kv_heads; ++h)
+        std::copy_n(qkv + (bi * r + i) * stride + (first + h) * hd, hd,
+                    out + ((bi * kv_heads + h) * length + rows[i]) * hd);
+}
+
+
+// Attention of few rows over every cached key, one (batch, head) at a time. Scores are computed keys by
+// rows, S^T = K Q^T, with few_rows.h's product: the rows' scaled queries laid out as panels of 32
+// columns, twelve keys a register block, so the cache is read as it lies. The softmax runs down each
+// column (a row's scores over the keys, 16 rows a vector), and P V adds up the values, a block of rows
+// held in registers against each value row in turn.
+template <int HV, int R>
+void weigh_values(const float* p, int64_t ld, const float* inv, const float* values, int64_t length, float* y,
+                  int64_t ldy) {
+  __m512 acc[R][HV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < HV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < length; ++j) {
+    __m512 row[HV];
+    for (int v = 0; v < HV; ++v) row[v] = _mm512_loadu_ps(values + j * HV * 16 + v * 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(p[j * ld + r]);
+      for (int v = 0; v < HV; ++v) acc[r][v] = _mm512_fmadd_ps(a, row[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < HV; ++v) _mm512_storeu_ps(y + r * ldy + v * 16, _mm512_mul_ps(acc[r][v], _mm512_set1_ps(inv[r])));
+}
+
+template <int HV>
+using Weigh = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t);
+
+template <int HV, int... R>
+constexpr std::array<Weigh<HV>, sizeof...(R)> weighs(std::integer_sequence<int, R...>) {
+  return {weigh_values<HV, R + 1>...};
+}
+
+template <int HV>
+void attention(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t n_heads, int64_t n_kv_heads,
+               const float* keys, const float* values, int64_t length, float* y) {
+  constexpr int64_t hd = HV * 16;
+  constexpr int kRows = 24 / HV;  // accumulators of a block of rows: 24 of the 32 vector registers
+  static const auto by_keys = few_rows::blocks<float>(std::make_integer_sequence<int, few_rows::kBlock>{});
+  static const auto by_rows = weighs<HV>(std::make_integer_sequence<int, kRows>{});
+  const int64_t panels = few_rows::panel_count(r), ld = panels * few_rows::kPanel;
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  at::parallel_for(0, b * n_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> qt(panels * hd * few_rows::kPanel), st(length * ld), inv(ld);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t bi = bh / n_heads, h = bh % n_heads, kv = h / (n_heads / n_kv_heads);
+      const float* k = keys + (bi * n_kv_heads + kv) * length * hd;
+      const float* v = values + (bi * n_kv_heads + kv) * length * hd;
+      std::fill(qt.begin(), qt.end(), 0.f);
+      for (int64_t row = 0; row < r; ++row)
+        for (int64_t d = 0; d < hd; ++d)
+          qt[(row / few_rows::kPanel * hd + d) * few_rows::kPanel + row % few_rows::kPanel] =
+              qkv[(bi * r + row) * stride + h * hd + d] * scale;
+      for (int64_t p = 0; p < panels; ++p)
+        for (int64_t j = 0; j < length; j += few_rows::kBlock) {
+          const int64_t keys_here = std::min<int64_t>(few_rows::kBlock, length - j);
+          by_keys[keys_here - 1](k + j * hd, hd, qt.data() + p * hd * few_rows::kPanel,
+                                 st.data() + j * ld + p * few_rows::kPanel, ld, 0xFFFF, 0xFFFF);
+        }
+      for (int64_t c = 0; c < ld; c += Vec::size()) {
+        Vec top(-std::numeric_limits<float>::infinity()), sum(0.f);
+        for (int64_t j = 0; j < length; ++j) top = at::vec::maximum(top, Vec::loadu(st.data() + j * ld + c));
+        for (int64_t j = 0; j < length; ++j) {
+          const Vec e = (Vec::loadu(st.data() + j * ld + c) - top).exp_u20();
+          e.store(st.data() + j * ld + c);
+          sum = sum + e;
+        }
+        (Vec(1.f) / sum).store(inv.data() + c);
+      }
+      for (int64_t row = 0; row < r; row += kRows) {
+        const int64_t rows_here = std::min<int64_t>(kRows, r - row);
+        by_rows[rows_here - 1](st.data() + row, ld, inv.data() + row, v, length,
+                               y + (bi * r + row) * n_heads * hd + h * hd, n_heads * hd);
+      }
+    }
+  });
+}
+
+// One layer (Block.forward) of x's rows at positions `rows` against the layer's cache.
+at::Tensor layer(const at::Tensor& x, const float* cos, const float* sin, at::Tensor& cache_k, at::Tensor& cache_v,
+                 const int64_t* rows, const at::Tensor& attn_norm, const at::Tensor& qkv, const at::Tensor* qkv_bias,
+                 const at::Tensor& wo, const at::Tensor& ffn_norm, const at::Tensor& w13, const at::Tensor& w2,
+                 int64_t n_heads, int64_t n_kv_heads, int64_t hd, double eps) {
+  TORCH_CHECK(cache_k.is_contiguous() && cache_v.is_contiguous() && cache_k.scalar_type() == at::kFloat,
+              "few_rows_layers: a contiguous float32 cache");
+  const int64_t b = x.size(0), r = x.size(1), dim = x.size(2), m = b * r;
+  const int64_t heads = n_heads + 2 * n_kv_heads, ffn = w2.size(1), length = cache_k.size(2);
+  const auto opts = x.options();
+  const float* in = x.data_ptr<float>();
+
+  auto normed = at::empty({m, dim}, opts);
+  rms_norm(in, attn_norm.data_ptr<float>(), m, dim, eps, normed.data_ptr<float>());
+  auto q_k_v = at::empty({b, r, heads, hd}, opts);
+  float* qkv_out = q_k_v.data_ptr<float>();
+  few_rows::multiply(normed.data_ptr<float>(), m, qkv, heads * hd, qkv_out);
+  if (qkv_bias != nullptr) q_k_v.view({m, heads * hd}).add_(*qkv_bias);
+  rope(qkv_out, m, r, heads * hd, n_heads + n_kv_heads, hd, cos, sin);
+  write_rows(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, hd, rows, cache_k);
+  write_rows(qkv_out, b, r, heads * hd, n_heads + n_kv_heads, n_kv_heads, hd, rows, cache_v);
+
+  auto y = at::empty({b, r, n_heads, hd}, opts);
+  const float* k = cache_k.data_ptr<float>();
+  const float* v = cache_v.data_ptr<float>();
+  if (hd == 64)
+    attention<4>(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, k, v, length, y.data_ptr<float>());
+  else if (hd == 128)
+    attention<8>(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, k, v, length, y.data_ptr<float>());
+  else
+    y = at::scaled_dot_product_attention(q_k_v.narrow(2, 0, n_heads).transpose(1, 2), cache_k, cache_v,
+                                         std::nullopt, 0.0, false, std::nullopt, n_heads != n_kv_heads)
+            .transpose(1, 2)
+            .contiguous();
+  auto h = at::empty({b, r, dim}, opts);
+  float* hp = h.data_ptr<float>();
+  few_rows::multiply(y.data_ptr<float>(), m, wo, dim, hp);
+  for (int64_t i = 0; i < m * dim; ++i) hp[i] += in[i];
+
+  rms_norm(hp, ffn_norm.data_ptr<float>(), m, dim, eps, normed.data_ptr<float>());
+  auto gate_up = at::empty({m, 2 * ffn}, opts);
+  few_rows::multiply(normed.data_ptr<float>(), m, w13, 2 * ffn, gate_up.data_ptr<float>());
+  auto act = at::empty({m, ffn}, opts);
+  swiglu(gate_up.data_ptr<float>(), m, ffn, act.data_ptr<float>());
+  auto out = at::empty({b, r, dim}, opts);
+  float* op = out.data_ptr<float>();
+  few_rows::multiply(act.data_ptr<float>(), m, w2, dim, op);
+  for (int64_t i = 0; i < m * dim; ++i) op[i] += hp[i];
+  return out;
+}
+
+// Every layer of a pass over x's rows ([batch, rows, dim] after the embedding) at positions `rows`:
+// the residual stream after the last layer. Per layer i: cache_k[i], cache_v[i] and its weights, the
+// products' as panels (pack_panels); qkv_bias empty where the model has none.
+at::Tensor layers(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, at::TensorList cache_k,
+                  at::TensorList cache_v, const at::Tensor& rows, at::TensorList attn_norm, at::TensorList qkv,
+                  at::TensorList qkv_bias, at::TensorList wo, at::TensorList ffn_norm, at::TensorList w13,
+                  at::TensorList w2, int64_t n_heads, int64_t n_kv_heads, double eps) {
+  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == at::kFloat, "few_rows_layers: rows [batch, rows, dim] in float32");
+  const int64_t n_layers = static_cast<int64_t>(qkv.size()), r = x.size(1), hd = cos.size(-1);
+  TORCH_CHECK(rows.numel() == r && cos.numel() == r * hd && sin.numel() == r * hd,
+              "few_rows_layers: a position and a rotation per row");
+  TORCH_CHECK(cache_k.size() == qkv.size() && cache_v.size() == qkv.size() && wo.size() == qkv.size() &&
+                  w13.size() == qkv.size() && w2.size() == qkv.size() && attn_norm.size() == qkv.size() &&
+                  ffn_norm.size() == qkv.size() && (qkv_bias.empty() || qkv_bias.size() == qkv.size()),
+              "few_rows_layers: a cache and weights per layer");
+  const auto c = cos.contiguous(), s = sin.contiguous(), at_rows = rows.contiguous();
+  auto h = x.contiguous();
+  for (int64_t i = 0; i < n_layers; ++i) {
+    auto k = cache_k[i], v = cache_v[i];
+    h = layer(h, c.data_ptr<float>(), s.data_ptr<float>(), k, v, at_rows.data_ptr<int64_t>(), attn_norm[i], qkv[i],
+              qkv_bias.empty() ? nullptr : &qkv_bias[i], wo[i], ffn_norm[i], w13[i], w2[i], n_heads, n_kv_heads,
+              hd, eps);
+  }
+  return h;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(entropycache, m) {
+  m.def(
+      "few_rows_layers(Tensor x, Tensor cos, Tensor sin, Tensor(a!)[] cache_k, Tensor(b!)[] cache_v, Tensor rows, "
+      "Tensor[] attn_norm, Tensor[] qkv, Tensor[] qkv_bias, Tensor[] wo, Tensor[] ffn_norm, Tensor[] w13, "
+      "Tensor[] w2, int n_heads, int n_kv_heads, float eps) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(entropycache, CPU, m) { m.impl("few_rows_layers", layers); }
