@@ -4,7 +4,8 @@
 // it spent as long again between its kernels: the calls, shape checks and buffers of ~80 operators,
 // and dynamo's checks of ~380 inputs, all on one thread while the other waited. Here a layer is one
 // call: its pointwise parts are loops over the rows, its products few_rows.h's over the panels, and
-// its attention ATen's fused kernel, called from C++.
+// its attention a kernel of its own below for head sizes 64 and 128 (ATen's fused one, called from
+// C++, for others).
 //
 // It computes what core/model.py's Block.forward does for rows against a KV cache, in float32, up to
 // rounding: RMSNorm, the qkv product (and its bias), RoPE on queries and keys (rotate-half), their
@@ -89,10 +90,30 @@ void write_rows(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t 
 
 
 // Attention of few rows over every cached key, one (batch, head) at a time. Scores are computed keys by
-// rows, S^T = K Q^T, with few_rows.h's product: the rows' scaled queries laid out as panels of 32
-// columns, twelve keys a register block, so the cache is read as it lies. The softmax runs down each
-// column (a row's scores over the keys, 16 rows a vector), and P V adds up the values, a block of rows
-// held in registers against each value row in turn.
+// rows, S^T = K Q^T, so the cache is read as it lies: the rows' scaled queries laid out as one panel
+// of 16 columns where there are at most 16 rows (`scores`, 24 keys a register block), as panels of 32
+// otherwise (few_rows.h's product, 12 keys a block). The softmax runs down each column (a row's scores
+// over the keys, 16 rows a vector), and P V adds up the values, a block of rows held in registers
+// against each value row in turn.
+template <int R>
+void scores(const float* k, int64_t hd, const float* qt, float* st, int64_t ld) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; ++d) {
+    const __m512 q = _mm512_loadu_ps(qt + d * 16);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(k[r * hd + d]), q, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(st + r * ld, acc[r]);
+}
+
+using Scores = void (*)(const float*, int64_t, const float*, float*, int64_t);
+constexpr int kKeys = 24;  // keys a block of `scores`: 24 accumulators
+
+template <int... R>
+constexpr std::array<Scores, sizeof...(R)> scores_by_keys(std::integer_sequence<int, R...>) {
+  return {scores<R + 1>...};
+}
+
 template <int HV, int R>
 void weigh_values(const float* p, int64_t ld, const float* inv, const float* values, int64_t length, float* y,
                   int64_t ldy) {
@@ -125,11 +146,13 @@ void attention(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t n
   constexpr int64_t hd = HV * 16;
   constexpr int kRows = 24 / HV;  // accumulators of a block of rows: 24 of the 32 vector registers
   static const auto by_keys = few_rows::blocks<float>(std::make_integer_sequence<int, few_rows::kBlock>{});
+  static const auto by_keys_narrow = scores_by_keys(std::make_integer_sequence<int, kKeys>{});
   static const auto by_rows = weighs<HV>(std::make_integer_sequence<int, kRows>{});
-  const int64_t panels = few_rows::panel_count(r), ld = panels * few_rows::kPanel;
+  const bool narrow = r <= 16;
+  const int64_t width = narrow ? 16 : few_rows::kPanel, panels = (r + width - 1) / width, ld = panels * width;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   at::parallel_for(0, b * n_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> qt(panels * hd * few_rows::kPanel), st(length * ld), inv(ld);
+    std::vector<float> qt(panels * hd * width), st(length * ld), inv(ld);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t bi = bh / n_heads, h = bh % n_heads, kv = h / (n_heads / n_kv_heads);
       const float* k = keys + (bi * n_kv_heads + kv) * length * hd;
@@ -137,14 +160,15 @@ void attention(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t n
       std::fill(qt.begin(), qt.end(), 0.f);
       for (int64_t row = 0; row < r; ++row)
         for (int64_t d = 0; d < hd; ++d)
-          qt[(row / few_rows::kPanel * hd + d) * few_rows::kPanel + row % few_rows::kPanel] =
-              qkv[(bi * r + row) * stride + h * hd + d] * scale;
-      for (int64_t p = 0; p < panels; ++p)
-        for (int64_t j = 0; j < length; j += few_rows::kBlock) {
-          const int64_t keys_here = std::min<int64_t>(few_rows::kBlock, length - j);
-          by_keys[keys_here - 1](k + j * hd, hd, qt.data() + p * hd * few_rows::kPanel,
-                                 st.data() + j * ld + p * few_rows::kPanel, ld, 0xFFFF, 0xFFFF);
-        }
+          qt[(row / width * hd + d) * width + row % width] = qkv[(bi * r + row) * stride + h * hd + d] * scale;
+      if (narrow)
+        for (int64_t j = 0; j < length; j += kKeys)
+          by_keys_narrow[std::min<int64_t>(kKeys, length - j) - 1](k + j * hd, hd, qt.data(), st.data() + j * ld, ld);
+      else
+        for (int64_t p = 0; p < panels; ++p)
+          for (int64_t j = 0; j < length; j += few_rows::kBlock)
+            by_keys[std::min<int64_t>(few_rows::kBlock, length - j) - 1](
+                k + j * hd, hd, qt.data() + p * hd * width, st.data() + j * ld + p * width, ld, 0xFFFF, 0xFFFF);
       for (int64_t c = 0; c < ld; c += Vec::size()) {
         Vec top(-std::numeric_limits<float>::infinity()), sum(0.f);
         for (int64_t j = 0; j < length; ++j) top = at::vec::maximum(top, Vec::loadu(st.data() + j * ld + c));

@@ -36,7 +36,7 @@ def _pass(model, tokens, cache, rows):
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-@pytest.mark.parametrize("count", [1, 5, 18, 33, few_rows.MAX_ROWS])
+@pytest.mark.parametrize("count", [1, 5, 16, 18, 33, few_rows.MAX_ROWS])
 def test_the_layers_in_one_call_compute_what_the_blocks_do(name, count):
     model = MODELS[name]
     generator = torch.Generator().manual_seed(count)
