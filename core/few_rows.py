@@ -53,7 +53,7 @@ STALE_LOCK_S = 600.0  # a build takes ~10 s: a lock this old is a killed build's
 # sequence, 2 threads: 4.1 against 5.8 ms at 96 rows, 6.7 against 5.5 ms at 128).
 MAX_ROWS = 96
 PANELS = "few_rows_panels"  # the buffer each Linear holds its panels in
-_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> how its products run (attach)
+_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> how its passes over few rows run
 
 
 @functools.cache
@@ -122,14 +122,15 @@ class Layers:
             [getattr(b.ffn.w2, PANELS) for b in blocks],
         )
         self.shape = (cfg.n_heads, cfg.n_kv_heads, cfg.norm_eps)
-        self.needs_grad = any(p.requires_grad for p in model.parameters())
+        self.parameters = list(model.parameters())
 
     def takes(self, rows: torch.Tensor | None, key_mask: torch.Tensor | None) -> bool:
         """Whether a pass over `rows` runs here: an eager pass over at most MAX_ROWS rows, without a key
         mask, and without gradients (the call has no backward)."""
         if torch.compiler.is_compiling() or rows is None or key_mask is not None:
             return False
-        return rows.numel() <= MAX_ROWS and not (self.needs_grad and torch.is_grad_enabled())
+        wanted = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters)  # read now: may change
+        return rows.numel() <= MAX_ROWS and not wanted
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
                  rows: torch.Tensor) -> torch.Tensor:
@@ -175,7 +176,8 @@ def attached(model: DiffusionTransformer) -> bool:
 
 
 def few_rows_state(model: DiffusionTransformer) -> str:
-    """How the model's products run: 'ATen', the kernel and its panels, or 'ATen (why not the kernel)'."""
+    """How the model's passes over few rows run: 'ATen', the kernel (its layers in one call or its
+    products only) and its panels, or 'ATen (why not the kernel)'."""
     return _STATE.get(model, "ATen")
 
 

@@ -17,6 +17,7 @@
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -193,8 +194,6 @@ at::Tensor layer(const at::Tensor& x, const float* cos, const float* sin, at::Te
                  const int64_t* rows, const at::Tensor& attn_norm, const at::Tensor& qkv, const at::Tensor* qkv_bias,
                  const at::Tensor& wo, const at::Tensor& ffn_norm, const at::Tensor& w13, const at::Tensor& w2,
                  int64_t n_heads, int64_t n_kv_heads, int64_t hd, double eps) {
-  TORCH_CHECK(cache_k.is_contiguous() && cache_v.is_contiguous() && cache_k.scalar_type() == at::kFloat,
-              "few_rows_layers: a contiguous float32 cache");
   const int64_t b = x.size(0), r = x.size(1), dim = x.size(2), m = b * r;
   const int64_t heads = n_heads + 2 * n_kv_heads, ffn = w2.size(1), length = cache_k.size(2);
   const auto opts = x.options();
@@ -254,11 +253,20 @@ at::Tensor layers(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& 
                   w13.size() == qkv.size() && w2.size() == qkv.size() && attn_norm.size() == qkv.size() &&
                   ffn_norm.size() == qkv.size() && (qkv_bias.empty() || qkv_bias.size() == qkv.size()),
               "few_rows_layers: a cache and weights per layer");
-  const auto c = cos.contiguous(), s = sin.contiguous(), at_rows = rows.contiguous();
+  for (int64_t i = 0; i < n_layers; ++i)  // the loops below write the caches through raw pointers
+    for (const auto& cache : {cache_k[i], cache_v[i]})
+      TORCH_CHECK(cache.is_contiguous() && cache.scalar_type() == at::kFloat && cache.dim() == 4 &&
+                      cache.size(0) == x.size(0) && cache.size(1) == n_kv_heads && cache.size(3) == hd,
+                  "few_rows_layers: a contiguous float32 cache [batch, kv_heads, length, head_dim] per layer");
+  const auto c = cos.contiguous(), s = sin.contiguous(), at_rows = rows.contiguous().to(at::kLong);
+  const int64_t length = cache_k.empty() ? 0 : cache_k[0].size(2);
+  const int64_t* positions = at_rows.data_ptr<int64_t>();
+  TORCH_CHECK(std::all_of(positions, positions + r, [&](int64_t p) { return p >= 0 && p < length; }),
+              "few_rows_layers: every row a position of the cache (0 to ", length - 1, ")");
   auto h = x.contiguous();
   for (int64_t i = 0; i < n_layers; ++i) {
     auto k = cache_k[i], v = cache_v[i];
-    h = layer(h, c.data_ptr<float>(), s.data_ptr<float>(), k, v, at_rows.data_ptr<int64_t>(), attn_norm[i], qkv[i],
+    h = layer(h, c.data_ptr<float>(), s.data_ptr<float>(), k, v, positions, attn_norm[i], qkv[i],
               qkv_bias.empty() ? nullptr : &qkv_bias[i], wo[i], ffn_norm[i], w13[i], w2[i], n_heads, n_kv_heads,
               hd, eps);
   }

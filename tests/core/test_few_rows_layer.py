@@ -82,6 +82,37 @@ def test_it_takes_eager_passes_over_at_most_max_rows_without_a_key_mask_or_gradi
     assert model.layers_over_rows is None
 
 
+def test_a_gradient_wanted_after_attaching_goes_to_the_blocks():
+    model = tiny_model().requires_grad_(False)
+    few_rows.attach(model)
+    try:
+        rows = torch.arange(4)
+        assert model.layers_over_rows.takes(rows, None)
+        model.requires_grad_(True)  # trained further: the call has no backward
+        assert not model.layers_over_rows.takes(rows, None)
+    finally:
+        few_rows.detach(model)
+
+
+def test_a_row_past_the_cache_or_a_cache_of_another_shape_is_refused_by_name():
+    model = MODELS["embedded (head size 64)"]
+    cache = model.new_cache(1, 20)
+    x = torch.randn(1, 2, model.config.dim)
+    cos, sin = model._rope_at(torch.tensor([3, 20]), 24)
+    few_rows.attach(model)
+    try:
+        stack = model.layers_over_rows
+        with pytest.raises(RuntimeError, match=r"every row a position of the cache \(0 to 19\)"):
+            stack(x, cos[:, None], sin[:, None], cache, torch.tensor([3, 20]))
+        before = [k.clone() for k in cache.k]
+        cache.k[2] = cache.k[2][:, :2]  # two of four heads
+        with pytest.raises(RuntimeError, match="a contiguous float32 cache"):
+            stack(x, cos[:, None], sin[:, None], cache, torch.tensor([3, 4]))
+        assert all(torch.equal(a, b) for a, b in zip(cache.k[:2], before[:2]))  # refused before writing anything
+    finally:
+        few_rows.detach(model)
+
+
 def test_a_model_not_all_float32_keeps_its_blocks():
     model = tiny_model().to(torch.bfloat16)
     few_rows.attach(model)
