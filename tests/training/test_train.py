@@ -9,9 +9,10 @@ from safetensors.torch import load_file
 
 from core.loading import load_model
 from evaluation.tasks.word_problems import extract_answer, make_split
+from training import train as trainer
 from training.batches import DRILL_LEN, GEN_LEN, SHORT_LEN, make_batch, pick_kind, result_groups, vocabulary
 from training.cli import main
-from training.objective import EPS, hidden_mask
+from training.objective import EPS, diffusion_loss, hidden_mask
 from training.word_tokenizer import build_tokenizer
 
 
@@ -61,6 +62,23 @@ def test_resume_is_exact_and_output_loads(tmp_path, capsys):
             train(["--out", str(split / "model"), "--state", str(split / "state"), "--resume", *TINY, *flags])
         assert exit_info.value.code == 2 and f"--resume: {split / 'state'} was trained with {change}: resume with " \
             "the flags it was started with" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_steps_run_under_bfloat16_autocast_only_where_the_cpu_has_bfloat16_arithmetic(tmp_path, capsys, monkeypatch,
+                                                                                      native):
+    seen = []
+
+    def loss(model, *args):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return diffusion_loss(model, *args)
+
+    monkeypatch.setattr(trainer, "native_bfloat16", lambda: native)
+    monkeypatch.setattr(trainer, "diffusion_loss", loss)
+    train(["--out", str(tmp_path / "model"), "--state", str(tmp_path / "state"), *TINY])
+    assert seen == [native] * 5
+    said = "bfloat16 autocast" if native else "float32 (this CPU has no bfloat16 arithmetic of its own)"
+    assert said in capsys.readouterr().out
 
 
 def test_task_answers_are_exact():
