@@ -3,8 +3,9 @@
 // A partial pass multiplies a handful of rows by every weight matrix of the model. MKL's product packs
 // the weight again at every call, a cost that does not shrink with the rows, so at 18 rows it runs at
 // a third to a half of the rate of a full pass's products. Here the weight is laid out once, as panels
-// of 32 output columns stored k-major, and each panel is multiplied by up to 12 rows held in 24 vector
-// registers: every weight element read feeds 12 fused multiply-adds.
+// of two vectors' worth of output columns stored k-major (32 at AVX-512, 16 at AVX2), and each panel is
+// multiplied by a block of rows held in vector registers (12 at AVX-512, 6 at AVX2): every weight
+// element read feeds that many fused multiply-adds.
 //
 // Panels are bfloat16 where every weight is exactly a bfloat16 (a bf16 checkpoint loaded in float32,
 // as the embedded model and LLaDA ship): widening bfloat16 to float32 is exact, so the product is the
@@ -26,7 +27,8 @@ namespace {
 using few_rows::kPanel;
 using few_rows::panel_count;
 
-// weight [n, k] -> panels [ceil(n / 32), k, 32]: column j of panel p is output p * 32 + j, zero past n.
+// weight [n, k] -> panels [ceil(n / kPanel), k, kPanel]: column j of panel p is output p * kPanel + j, zero
+// past n.
 at::Tensor pack(const at::Tensor& weight, bool bf16) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat, "pack: a 2-d float32 weight");
   const int64_t n = weight.size(0), k = weight.size(1), panels = panel_count(n);

@@ -25,8 +25,9 @@ one (a product over more than MAX_ROWS rows is ATen's inside the same operator, 
 serves every row count; so is one that needs a gradient).
 What it costs: a build of ~15 s the first time on a machine (torch's extension cache keeps it for the
 next process; it needs the C++ compiler that compiling passes needs, and ninja), and the panels'
-memory: half the float32 weights' in bfloat16, as much again in float32. Where the CPU lacks AVX-512
-or the build fails, passes stay the blocks' with ATen's products and `few_rows_state` says why.
+memory: half the float32 weights' in bfloat16, as much again in float32. It is built for the CPU's
+vector width, AVX-512 or AVX2 (few_rows.h); where the CPU has neither or the build fails, passes stay
+the blocks' with ATen's products and `few_rows_state` says why.
 """
 
 from __future__ import annotations
@@ -45,9 +46,13 @@ from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
 
 SOURCES = [Path(__file__).with_name(name) for name in ("few_rows.cpp", "few_rows_layer.cpp")]
-# ATen's vector types at AVX-512 (the layer's loops), as inductor compiles its own kernels
-CFLAGS = ["-O3", "-fopenmp", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"]
-NAME = "entropycache_few_rows"  # the extension's, and its folder's in torch's extension cache
+# The compiler's flags per vector width the kernels are written for (few_rows.h), with ATen's vector
+# types at the same width for the layer's loops, as inductor compiles its own kernels.
+CFLAGS = {
+    "AVX512": ["-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma"],
+    "AVX2": ["-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
+}
+NAME = "entropycache_few_rows"  # the extension's, and its folder's in torch's extension cache (one per width)
 STALE_LOCK_S = 600.0  # a build takes ~10 s: a lock this old is a killed build's
 # Rows past which ATen's product is as fast as the kernel's (24 products of the embedded model in
 # sequence, 2 threads: 4.1 against 5.8 ms at 96 rows, 6.7 against 5.5 ms at 128).
@@ -59,19 +64,21 @@ _STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> how 
 @functools.cache
 def build() -> tuple[str, float]:
     """Why the kernel cannot run here ('' when it is built and loaded), and the seconds building or
-    loading it took: it needs AVX-512, and a build once per machine and source (torch's extension cache
-    keeps it for later processes, which only load it)."""
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        return f"this CPU has no AVX-512 ({torch.backends.cpu.get_cpu_capability()})", 0.0
+    loading it took: it needs AVX-512 or AVX2, and a build once per machine and source (torch's extension
+    cache keeps it for later processes, which only load it)."""
+    width = torch.backends.cpu.get_cpu_capability()
+    if width not in CFLAGS:
+        return f"this CPU has neither AVX-512 nor AVX2 ({width})", 0.0
     started = time.perf_counter()
     try:
         from torch.utils.cpp_extension import get_default_build_root, load
 
-        folder = Path(get_default_build_root()) / NAME
+        name = f"{NAME}_{width.lower()}"
+        folder = Path(get_default_build_root()) / name
         folder.mkdir(parents=True, exist_ok=True)
         _drop_stale_lock(folder / "lock")
-        load(NAME, [str(path) for path in SOURCES], extra_cflags=CFLAGS, extra_ldflags=["-fopenmp"],
-             build_directory=str(folder), is_python_module=False)
+        load(name, [str(path) for path in SOURCES], extra_cflags=["-O3", "-fopenmp", *CFLAGS[width]],
+             extra_ldflags=["-fopenmp"], build_directory=str(folder), is_python_module=False)
     except Exception as e:  # noqa: BLE001 -- no compiler, no ninja, a failed build: ATen's products work
         return f"not built: {error_line(e)}", time.perf_counter() - started
 

@@ -38,7 +38,7 @@ void rms_norm(const float* x, const float* weight, int64_t m, int64_t dim, doubl
       const Vec v = Vec::loadu(row + i);
       squares = at::vec::fmadd(v, v, squares);
     }
-    float sum = _mm512_reduce_add_ps(squares);
+    float sum = simd::sum(squares);
     for (; i < dim; ++i) sum += row[i] * row[i];
     const float scale = 1.f / std::sqrt(sum / static_cast<float>(dim) + static_cast<float>(eps));
     for (int64_t j = 0; j < dim; ++j) out[r * dim + j] = weight[j] * (row[j] * scale);
@@ -92,65 +92,74 @@ void write_rows(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t 
 
 // Attention of few rows over every cached key, one (batch, head) at a time. Scores are computed keys by
 // rows, S^T = K Q^T, so the cache is read as it lies: the rows' scaled queries laid out as one panel
-// of 16 columns where there are at most 16 rows (`scores`, 24 keys a register block), as panels of 32
-// otherwise (few_rows.h's product, 12 keys a block). The softmax runs down each column (a row's scores
-// over the keys, 16 rows a vector), and P V adds up the values, a block of rows held in registers
-// against each value row in turn.
+// of one vector's width where there are at most that many rows (`scores`, a block of keys in three
+// quarters of the vector registers), as few_rows.h's panels of two vectors otherwise (its product,
+// kBlock keys a block). The softmax runs down each column (a row's scores over the keys, a vector of
+// rows at a time), and P V adds up the values: a block of rows times a chunk of a value row's vectors
+// held in registers, against each value row in turn.
+constexpr int kAccumulators = simd::kRegisters * 3 / 4;  // the rest hold the operands
+
 template <int R>
 void scores(const float* k, int64_t hd, const float* qt, float* st, int64_t ld) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  using simd::V;
+  V acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = simd::zero();
   for (int64_t d = 0; d < hd; ++d) {
-    const __m512 q = _mm512_loadu_ps(qt + d * 16);
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(k[r * hd + d]), q, acc[r]);
+    const V q = simd::load(qt + d * simd::kLanes);
+    for (int r = 0; r < R; ++r) acc[r] = simd::fmadd(simd::broadcast(k[r * hd + d]), q, acc[r]);
   }
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(st + r * ld, acc[r]);
+  for (int r = 0; r < R; ++r) simd::store(st + r * ld, acc[r]);
 }
 
 using Scores = void (*)(const float*, int64_t, const float*, float*, int64_t);
-constexpr int kKeys = 24;  // keys a block of `scores`: 24 accumulators
 
 template <int... R>
 constexpr std::array<Scores, sizeof...(R)> scores_by_keys(std::integer_sequence<int, R...>) {
   return {scores<R + 1>...};
 }
 
-template <int HV, int R>
-void weigh_values(const float* p, int64_t ld, const float* inv, const float* values, int64_t length, float* y,
-                  int64_t ldy) {
-  __m512 acc[R][HV];
+// R rows of P (row j of key j at p + j * ld, the rows' columns next to each other) times the values'
+// columns [0, C vectors) of rows with stride hd, scaled by each row's 1 / sum, into y (row stride ldy).
+template <int C, int R>
+void weigh_values(const float* p, int64_t ld, const float* inv, const float* values, int64_t hd, int64_t length,
+                  float* y, int64_t ldy) {
+  using simd::V;
+  V acc[R][C];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < HV; ++v) acc[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < C; ++v) acc[r][v] = simd::zero();
   for (int64_t j = 0; j < length; ++j) {
-    __m512 row[HV];
-    for (int v = 0; v < HV; ++v) row[v] = _mm512_loadu_ps(values + j * HV * 16 + v * 16);
+    V row[C];
+    for (int v = 0; v < C; ++v) row[v] = simd::load(values + j * hd + v * simd::kLanes);
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(p[j * ld + r]);
-      for (int v = 0; v < HV; ++v) acc[r][v] = _mm512_fmadd_ps(a, row[v], acc[r][v]);
+      const V a = simd::broadcast(p[j * ld + r]);
+      for (int v = 0; v < C; ++v) acc[r][v] = simd::fmadd(a, row[v], acc[r][v]);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < HV; ++v) _mm512_storeu_ps(y + r * ldy + v * 16, _mm512_mul_ps(acc[r][v], _mm512_set1_ps(inv[r])));
+    for (int v = 0; v < C; ++v)
+      simd::store(y + r * ldy + v * simd::kLanes, simd::mul(acc[r][v], simd::broadcast(inv[r])));
 }
 
-template <int HV>
-using Weigh = void (*)(const float*, int64_t, const float*, const float*, int64_t, float*, int64_t);
+template <int C>
+using Weigh = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t, float*, int64_t);
 
-template <int HV, int... R>
-constexpr std::array<Weigh<HV>, sizeof...(R)> weighs(std::integer_sequence<int, R...>) {
-  return {weigh_values<HV, R + 1>...};
+template <int C, int... R>
+constexpr std::array<Weigh<C>, sizeof...(R)> weighs(std::integer_sequence<int, R...>) {
+  return {weigh_values<C, R + 1>...};
 }
 
-template <int HV>
+template <int HD>
 void attention(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t n_heads, int64_t n_kv_heads,
                const float* keys, const float* values, int64_t length, float* y) {
-  constexpr int64_t hd = HV * 16;
-  constexpr int kRows = 24 / HV;  // accumulators of a block of rows: 24 of the 32 vector registers
+  constexpr int64_t hd = HD, lanes = simd::kLanes;
+  constexpr int kChunk = std::min<int>(HD / lanes, kAccumulators / 3);  // a value row's vectors at a time
+  constexpr int kRows = kAccumulators / kChunk;
+  static_assert(HD % (lanes * kChunk) == 0, "attention: a head size of whole chunks");
   static const auto by_keys = few_rows::blocks<float>(std::make_integer_sequence<int, few_rows::kBlock>{});
-  static const auto by_keys_narrow = scores_by_keys(std::make_integer_sequence<int, kKeys>{});
-  static const auto by_rows = weighs<HV>(std::make_integer_sequence<int, kRows>{});
-  const bool narrow = r <= 16;
-  const int64_t width = narrow ? 16 : few_rows::kPanel, panels = (r + width - 1) / width, ld = panels * width;
+  static const auto by_keys_narrow = scores_by_keys(std::make_integer_sequence<int, kAccumulators>{});
+  static const auto by_rows = weighs<kChunk>(std::make_integer_sequence<int, kRows>{});
+  const bool narrow = r <= lanes;
+  const int64_t width = narrow ? lanes : few_rows::kPanel, panels = (r + width - 1) / width, ld = panels * width;
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   at::parallel_for(0, b * n_heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> qt(panels * hd * width), st(length * ld), inv(ld);
@@ -163,13 +172,14 @@ void attention(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t n
         for (int64_t d = 0; d < hd; ++d)
           qt[(row / width * hd + d) * width + row % width] = qkv[(bi * r + row) * stride + h * hd + d] * scale;
       if (narrow)
-        for (int64_t j = 0; j < length; j += kKeys)
-          by_keys_narrow[std::min<int64_t>(kKeys, length - j) - 1](k + j * hd, hd, qt.data(), st.data() + j * ld, ld);
+        for (int64_t j = 0; j < length; j += kAccumulators)
+          by_keys_narrow[std::min<int64_t>(kAccumulators, length - j) - 1](k + j * hd, hd, qt.data(),
+                                                                          st.data() + j * ld, ld);
       else
         for (int64_t p = 0; p < panels; ++p)
           for (int64_t j = 0; j < length; j += few_rows::kBlock)
             by_keys[std::min<int64_t>(few_rows::kBlock, length - j) - 1](
-                k + j * hd, hd, qt.data() + p * hd * width, st.data() + j * ld + p * width, ld, 0xFFFF, 0xFFFF);
+                k + j * hd, hd, qt.data() + p * hd * width, st.data() + j * ld + p * width, ld, width);
       for (int64_t c = 0; c < ld; c += Vec::size()) {
         Vec top(-std::numeric_limits<float>::infinity()), sum(0.f);
         for (int64_t j = 0; j < length; ++j) top = at::vec::maximum(top, Vec::loadu(st.data() + j * ld + c));
@@ -182,8 +192,9 @@ void attention(const float* qkv, int64_t b, int64_t r, int64_t stride, int64_t n
       }
       for (int64_t row = 0; row < r; row += kRows) {
         const int64_t rows_here = std::min<int64_t>(kRows, r - row);
-        by_rows[rows_here - 1](st.data() + row, ld, inv.data() + row, v, length,
-                               y + (bi * r + row) * n_heads * hd + h * hd, n_heads * hd);
+        for (int64_t col = 0; col < hd; col += kChunk * lanes)
+          by_rows[rows_here - 1](st.data() + row, ld, inv.data() + row, v + col, hd, length,
+                                 y + (bi * r + row) * n_heads * hd + h * hd + col, n_heads * hd);
       }
     }
   });
@@ -213,9 +224,9 @@ at::Tensor layer(const at::Tensor& x, const float* cos, const float* sin, at::Te
   const float* k = cache_k.data_ptr<float>();
   const float* v = cache_v.data_ptr<float>();
   if (hd == 64)
-    attention<4>(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, k, v, length, y.data_ptr<float>());
+    attention<64>(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, k, v, length, y.data_ptr<float>());
   else if (hd == 128)
-    attention<8>(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, k, v, length, y.data_ptr<float>());
+    attention<128>(qkv_out, b, r, heads * hd, n_heads, n_kv_heads, k, v, length, y.data_ptr<float>());
   else
     y = at::scaled_dot_product_attention(q_k_v.narrow(2, 0, n_heads).transpose(1, 2), cache_k, cache_v,
                                          std::nullopt, 0.0, false, std::nullopt, n_heads != n_kv_heads)

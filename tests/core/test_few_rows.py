@@ -59,7 +59,8 @@ def test_bfloat16_and_float32_panels_give_the_same_bits():
     weight = _bf16_exact(100, 64, seed=1)
     assert few_rows.pack(weight).dtype == torch.bfloat16
     as_float32 = torch.ops.entropycache.pack_panels(weight, False)
-    assert as_float32.dtype == torch.float32 and as_float32.shape == (4, 64, 32)  # 100 columns: 4 panels of 32
+    width = 32 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 16  # two vectors of float32
+    assert as_float32.dtype == torch.float32 and as_float32.shape == (-(-100 // width), 64, width)
     for m in (1, 13, 40):
         x = torch.randn(3, m, 64)  # a batch dimension, as a pass has
         assert torch.equal(_kernel(x, weight), _kernel(x, weight, panels=as_float32))
@@ -106,11 +107,16 @@ def test_compiled_passes_attach_the_kernel_and_eager_ones_detach_it(model):
     assert model.layers_over_rows is None
 
 
+def test_a_cpu_without_avx2_is_said_and_builds_nothing(monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert few_rows.build.__wrapped__() == ("this CPU has neither AVX-512 nor AVX2 (DEFAULT)", 0.0)
+
+
 def test_where_the_kernel_cannot_run_products_stay_aten_s_and_say_why(model, monkeypatch):
-    monkeypatch.setattr(few_rows, "build", lambda: ("this CPU has no AVX-512 (AVX2)", 0.0))
+    monkeypatch.setattr(few_rows, "build", lambda: ("this CPU has neither AVX-512 nor AVX2 (DEFAULT)", 0.0))
     set_compile(model, "on")
     try:
-        assert few_rows.few_rows_state(model) == "ATen (this CPU has no AVX-512 (AVX2))"
+        assert few_rows.few_rows_state(model) == "ATen (this CPU has neither AVX-512 nor AVX2 (DEFAULT))"
         assert not any("forward" in vars(m) for m in model.modules())
     finally:
         set_compile(model, "off")
