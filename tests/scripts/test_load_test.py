@@ -5,7 +5,8 @@ run alone.
 A single short race (--short, 1.7 s) moves up to 20% from the median on this 2-core machine with no
 app at all (docs/BENCHMARKS.md "The app under load"), so one race's number is no test of the app.
 The test compares medians, 5 races alone against 4 under load, within MEDIAN_BOUND: with one race's
-sd at 3-5% there (BENCHMARKS "sd" column), each median's is about 2%, their difference's about 3%.
+sd at 3-5% there (BENCHMARKS "sd" column), each median's is about 2%, their difference's about 3%, but
+on a shared VM the two medians have read 11% apart with nothing wrong (2026-12-07), so the bound is 20%.
 It bounds every race at RACE_BOUND, well past what the machine does on its own. What it guards
 against is races that do not take turns on the device: four visitors decoding side by side are shown
 1.46-3.64x for a 2.1x race.
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MEDIAN_BOUND = 0.10
+MEDIAN_BOUND = 0.20
 RACE_BOUND = 0.35
 
 
