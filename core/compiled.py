@@ -7,7 +7,7 @@ Python between its kernels) whose pointwise parts are fused loops between its pr
 counts and the sequence length are dynamic dimensions, so a handful of graphs (the full pass and the
 partial pass, each with one or several logit rows: torch specialises a size of 1) serve every
 decode, over its exact rows, with no padding. Where core/few_rows.py's kernel runs, it takes the
-partial passes over few rows instead (their layers in one call: less overhead than a compiled
+partial passes over few rows instead (each pass in one call: less overhead than a compiled
 graph's), and the compiled partial passes are only the wider ones, their products over few rows the
 kernel's too. Dynamo also keys a graph on the thread count, so each
 team size core/threads.py picks has its own (warm-up compiles the team's largest size and 1 thread).
@@ -95,7 +95,7 @@ class CompiledPasses:
 
     def __call__(self, model: DiffusionTransformer, tokens: torch.Tensor, cache: KVCache,
                  rows: torch.Tensor | None, logit_rows: torch.Tensor) -> torch.Tensor:
-        stack = model.layers_over_rows
+        stack = model.pass_over_rows
         if self.compiled is None or (stack is not None and stack.takes(rows, None)):
             return _pass(model, tokens, cache, rows, logit_rows)
         graphs = _graphs_compiled()

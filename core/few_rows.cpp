@@ -28,14 +28,17 @@ using few_rows::kPanel;
 using few_rows::panel_count;
 
 // weight [n, k] -> panels [ceil(n / kPanel), k, kPanel]: column j of panel p is output p * kPanel + j, zero
-// past n.
+// past n. In bfloat16 each row of a panel holds its columns j and kLanes + j side by side, so that one
+// 32-bit word widens into one lane of each of the row's two vectors (few_rows.h's load_row).
 at::Tensor pack(const at::Tensor& weight, bool bf16) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat, "pack: a 2-d float32 weight");
   const int64_t n = weight.size(0), k = weight.size(1), panels = panel_count(n);
   auto padded = at::zeros({panels * kPanel, k}, weight.options());
   padded.narrow(0, 0, n).copy_(weight);
-  auto out = padded.view({panels, kPanel, k}).transpose(1, 2).contiguous();
-  return bf16 ? out.to(at::kBFloat16) : out;
+  auto out = padded.view({panels, kPanel, k}).transpose(1, 2);
+  if (!bf16) return out.contiguous();
+  return out.reshape({panels, k, 2, simd::kLanes}).transpose(2, 3).contiguous().view({panels, k, kPanel})
+      .to(at::kBFloat16);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,

@@ -1,8 +1,8 @@
 // The product of core/few_rows.cpp over weights laid out once in panels, for every source of the
-// extension (few_rows.cpp says why the layout, core/few_rows_layer.cpp runs a layer with it).
+// extension (few_rows.cpp says why the layout, core/few_rows_pass.cpp runs a layer with it).
 //
 // y [m, n] = x [m, k] W^T, W laid out as panels [ceil(n / kPanel), k, kPanel]: column j of panel p is
-// output p * kPanel + j, zero past n. A panel is two vectors wide, and each panel is multiplied by up
+// output p * kPanel + j, zero past n (in bfloat16, the columns of a panel's row in pairs: load_row). A panel is two vectors wide, and each panel is multiplied by up
 // to kBlock rows held in 2 * kBlock vector registers, so every weight element read feeds kBlock fused
 // multiply-adds; the panels split between the threads.
 //
@@ -37,10 +37,12 @@ inline void store_first(float* p, V v, int count) {
   _mm512_mask_storeu_ps(p, count >= kLanes ? 0xFFFF : (1u << std::max(count, 0)) - 1, v);
 }
 inline float sum(V v) { return _mm512_reduce_add_ps(v); }
-// kLanes bfloat16 (a float32's upper 16 bits) widened to float32, exactly.
-inline V widen(const at::BFloat16* p) {
-  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+// 2 * kLanes bfloat16 (a float32's upper 16 bits), as pairs: each 32-bit word's low half, shifted up, is
+// one float32 of `lo` and its high half, kept in place, one of `hi`; exact, in two instructions.
+inline void widen_pairs(const at::BFloat16* p, V& lo, V& hi) {
+  const __m512i words = _mm512_loadu_si512(p);
+  lo = _mm512_castsi512_ps(_mm512_slli_epi32(words, 16));
+  hi = _mm512_castsi512_ps(_mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 #elif defined(CPU_CAPABILITY_AVX2)
 using V = __m256;
@@ -61,15 +63,22 @@ inline float sum(V v) {
   const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
 }
-inline V widen(const at::BFloat16* p) {
-  const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+inline void widen_pairs(const at::BFloat16* p, V& lo, V& hi) {
+  const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  lo = _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+  hi = _mm256_castsi256_ps(_mm256_and_si256(words, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 #else
 #error "few_rows: built for AVX-512 or AVX2 (CPU_CAPABILITY_AVX512 or CPU_CAPABILITY_AVX2)"
 #endif
 
-inline V load(const at::BFloat16* p) { return widen(p); }
+// A panel's row (kPanel columns) as two vectors: columns [0, kLanes) and [kLanes, kPanel). A bfloat16
+// panel holds column j and column kLanes + j side by side (pack_panels), for widen_pairs.
+inline void load_row(const float* p, V& lo, V& hi) {
+  lo = load(p);
+  hi = load(p + kLanes);
+}
+inline void load_row(const at::BFloat16* p, V& lo, V& hi) { widen_pairs(p, lo, hi); }
 
 }  // namespace simd
 
@@ -90,7 +99,8 @@ void block(const float* x, int64_t k, const W* panel, float* y, int64_t ldy, int
   V lo[R], hi[R];
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = simd::zero();
   for (int64_t i = 0; i < k; ++i) {
-    const V w_lo = simd::load(panel + i * kPanel), w_hi = simd::load(panel + i * kPanel + simd::kLanes);
+    V w_lo, w_hi;
+    simd::load_row(panel + i * kPanel, w_lo, w_hi);
     for (int r = 0; r < R; ++r) {
       const V a = simd::broadcast(x[r * k + i]);
       lo[r] = simd::fmadd(a, w_lo, lo[r]);

@@ -1,4 +1,4 @@
-"""Passes over few rows on the CPU: core/few_rows.cpp's matrix product and core/few_rows_layer.cpp's
+"""Passes over few rows on the CPU: core/few_rows.cpp's matrix product and core/few_rows_pass.cpp's
 layers, built once per machine, with each model's weights laid out for them once.
 
 A partial pass multiplies ~18 rows by every weight matrix. ATen's product (MKL) packs the weight again
@@ -11,16 +11,16 @@ k, so it computes what F.linear does up to float rounding.
 
 Around the products, a pass over few rows spent as long again between its kernels, compiled or not:
 operator calls, shape checks, buffers, and dynamo's checks of every weight, on one thread while the
-other waited. So a partial pass of at most MAX_ROWS rows runs its layers in one call (`Layers`, which
-DiffusionTransformer.forward calls in place of its blocks' loop): the layer's pointwise parts as
-loops, its products the kernel's, its attention a kernel of its own for head sizes 64 and 128
-(ATen's otherwise). It computes what the blocks do up to float rounding (tests/core/
-test_few_rows_layer.py), so its tokens are the eager path's on the embedded model (tests/core/
+other waited. So a partial pass of at most MAX_ROWS rows runs in one call, ids to logits (`RowsPass`,
+which DiffusionTransformer.forward calls in place of its embedding, blocks and head): each layer's
+pointwise parts as loops, its products the kernel's, its attention a kernel of its own for head sizes
+64 and 128 (ATen's otherwise). It computes what the modules do up to float rounding (tests/core/
+test_few_rows_pass.py), so its tokens are the eager path's on the embedded model (tests/core/
 test_compiled.py), not promised bit for bit.
 
 Where it applies: a model whose passes compile on the CPU (core.compiled.set_compile attaches it and
 detaches it; eager passes stay the blocks' with ATen's products, the reference). Its Linears' forward
-is the kernel's too, for the passes the layers in one call do not take: a layer hook's, and a compiled
+is the kernel's too, for the passes the call in one does not take: a layer hook's, and a compiled
 one (a product over more than MAX_ROWS rows is ATen's inside the same operator, so one compiled graph
 serves every row count; so is one that needs a gradient).
 What it costs: a build of ~15 s the first time on a machine (torch's extension cache keeps it for the
@@ -45,7 +45,7 @@ from core.errors import error_line
 from core.kv_cache import KVCache
 from core.model import DiffusionTransformer
 
-SOURCES = [Path(__file__).with_name(name) for name in ("few_rows.cpp", "few_rows_layer.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("few_rows.cpp", "few_rows_pass.cpp")]
 # The compiler's flags per vector width the kernels are written for (few_rows.h), with ATen's vector
 # types at the same width for the layer's loops, as inductor compiles its own kernels.
 CFLAGS = {
@@ -113,12 +113,14 @@ def few_rows_linear(module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return torch.ops.entropycache.few_rows_linear(x, module.weight, module.bias, getattr(module, PANELS), MAX_ROWS)
 
 
-class Layers:
-    """A model's layers over a few rows as one call of the extension's few_rows_layers
-    (core/few_rows_layer.cpp): the whole stack of a partial pass in C++, its weights' lists built once."""
+class RowsPass:
+    """A model's pass over a few rows as one call of the extension's few_rows_pass
+    (core/few_rows_pass.cpp): from the rows' ids to the logits, the whole stack in C++, its weights'
+    lists built once."""
 
     def __init__(self, model: DiffusionTransformer) -> None:
         blocks, cfg = model.layers, model.config
+        self.embed = model.embed.weight
         self.weights = (
             [b.attn_norm.weight for b in blocks],
             [getattr(b.attn.wqkv, PANELS) for b in blocks],
@@ -127,8 +129,10 @@ class Layers:
             [b.ffn_norm.weight for b in blocks],
             [getattr(b.ffn.w13, PANELS) for b in blocks],
             [getattr(b.ffn.w2, PANELS) for b in blocks],
+            model.norm.weight,
+            getattr(model.lm_head, PANELS),
         )
-        self.shape = (cfg.n_heads, cfg.n_kv_heads, cfg.norm_eps)
+        self.shape = (cfg.vocab_size, cfg.n_heads, cfg.n_kv_heads, cfg.norm_eps)
         self.parameters = list(model.parameters())
 
     def takes(self, rows: torch.Tensor | None, key_mask: torch.Tensor | None) -> bool:
@@ -139,9 +143,10 @@ class Layers:
         wanted = torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters)  # read now: may change
         return rows.numel() <= MAX_ROWS and not wanted
 
-    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                 rows: torch.Tensor) -> torch.Tensor:
-        return torch.ops.entropycache.few_rows_layers(x, cos, sin, cache.k, cache.v, rows, *self.weights, *self.shape)
+    def __call__(self, ids: torch.Tensor, cache: KVCache, rows: torch.Tensor, logit_rows: torch.Tensor | None,
+                 rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return torch.ops.entropycache.few_rows_pass(ids, rows, logit_rows, self.embed, *rope, cache.k, cache.v,
+                                                    *self.weights, *self.shape)
 
 
 def attach(model: DiffusionTransformer) -> None:
@@ -159,17 +164,17 @@ def attach(model: DiffusionTransformer) -> None:
         for module in linears:
             module.register_buffer(PANELS, pack(module.weight.detach()), persistent=False)
             module.forward = MethodType(few_rows_linear, module)
-    model.layers_over_rows = Layers(model) if _stack_runs(model) else None
+    model.pass_over_rows = RowsPass(model) if _stack_runs(model) else None
     dtypes = {getattr(module, PANELS).dtype for module in linears}
     layout = " and ".join("bfloat16" if d == torch.bfloat16 else "float32" for d in sorted(dtypes, key=str))
-    stack = "the layers in one call" if model.layers_over_rows is not None else "products only"
+    stack = "the pass in one call" if model.pass_over_rows is not None else "products only"
     _STATE[model] = (f"few-row kernel up to {MAX_ROWS} rows ({stack}), {layout} panels "
                      f"(built or loaded in {seconds:.1f} s)")
 
 
 def detach(model: DiffusionTransformer) -> None:
-    """Every Linear back to its own forward (ATen's product), its panels dropped, the blocks' loop back."""
-    model.layers_over_rows = None
+    """Every Linear back to its own forward (ATen's product), its panels dropped, the modules' pass back."""
+    model.pass_over_rows = None
     for module in model.modules():
         if isinstance(module, nn.Linear) and PANELS in module._buffers:
             del module._buffers[PANELS]
@@ -183,13 +188,13 @@ def attached(model: DiffusionTransformer) -> bool:
 
 
 def few_rows_state(model: DiffusionTransformer) -> str:
-    """How the model's passes over few rows run: 'ATen', the kernel (its layers in one call or its
+    """How the model's passes over few rows run: 'ATen', the kernel (the pass in one call or its
     products only) and its panels, or 'ATen (why not the kernel)'."""
     return _STATE.get(model, "ATen")
 
 
 def _stack_runs(model: DiffusionTransformer) -> bool:
-    """Whether few_rows_layers computes the model's layers: every weight float32 on the CPU."""
+    """Whether few_rows_pass computes the model's passes: every weight float32 on the CPU."""
     return all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters())
 
 

@@ -1,17 +1,19 @@
-// One layer of a pass over few rows, in one call: built and loaded with few_rows.cpp by core/few_rows.py.
+// A pass over few rows in one call, from the rows' ids to their logits: built and loaded with few_rows.cpp
+// by core/few_rows.py.
 //
 // A pass over ~18 rows does ~1.5 ms of arithmetic on this project's 2-core CPU, and as a compiled graph
 // it spent as long again between its kernels: the calls, shape checks and buffers of ~80 operators,
-// and dynamo's checks of ~380 inputs, all on one thread while the other waited. Here a layer is one
-// call: its pointwise parts are loops over the rows, its products few_rows.h's over the panels, and
-// its attention a kernel of its own below for head sizes 64 and 128 (ATen's fused one, called from
-// C++, for others).
+// and dynamo's checks of ~380 inputs, all on one thread while the other waited. Here the pass is one
+// call: each layer's pointwise parts are loops over the rows, its products few_rows.h's over the
+// panels, and its attention a kernel of its own below for head sizes 64 and 128 (ATen's fused one,
+// called from C++, for others).
 //
-// It computes what core/model.py's Block.forward does for rows against a KV cache, in float32, up to
-// rounding: RMSNorm, the qkv product (and its bias), RoPE on queries and keys (rotate-half), their
-// keys and values written into the cache at the rows' positions, attention over every cached key,
-// the output product, the residual, RMSNorm, the gate/up product, silu(gate) * up, the down product,
-// the residual.
+// It computes what core/model.py's DiffusionTransformer.forward does for rows against a KV cache, in
+// float32, up to rounding: the embedding, then per layer (Block.forward) RMSNorm, the qkv product (and
+// its bias), RoPE on queries and keys (rotate-half), their keys and values written into the cache at
+// the rows' positions, attention over every cached key, the output product, the residual, RMSNorm, the
+// gate/up product, silu(gate) * up, the down product, the residual; then the final RMSNorm and the
+// head's product at the rows whose logits are wanted.
 
 #include <ATen/Functions.h>
 #include <ATen/cpu/vec/vec.h>
@@ -249,48 +251,104 @@ at::Tensor layer(const at::Tensor& x, const float* cos, const float* sin, at::Te
   return out;
 }
 
-// Every layer of a pass over x's rows ([batch, rows, dim] after the embedding) at positions `rows`:
-// the residual stream after the last layer. Per layer i: cache_k[i], cache_v[i] and its weights, the
-// products' as panels (pack_panels); qkv_bias empty where the model has none.
-at::Tensor layers(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, at::TensorList cache_k,
-                  at::TensorList cache_v, const at::Tensor& rows, at::TensorList attn_norm, at::TensorList qkv,
-                  at::TensorList qkv_bias, at::TensorList wo, at::TensorList ffn_norm, at::TensorList w13,
-                  at::TensorList w2, int64_t n_heads, int64_t n_kv_heads, double eps) {
-  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == at::kFloat, "few_rows_layers: rows [batch, rows, dim] in float32");
-  const int64_t n_layers = static_cast<int64_t>(qkv.size()), r = x.size(1), hd = cos.size(-1);
-  TORCH_CHECK(rows.numel() == r && cos.numel() == r * hd && sin.numel() == r * hd,
-              "few_rows_layers: a position and a rotation per row");
+// Every layer of a pass over the rows h ([b, r, dim] after the embedding, float32) at `positions`, rotated
+// by cos/sin ([r, hd]): the residual stream after the last layer. Per layer i: cache_k[i], cache_v[i] and
+// its weights, the products' as panels (pack_panels); qkv_bias empty where the model has none.
+at::Tensor layers(at::Tensor h, const float* cos, const float* sin, at::TensorList cache_k, at::TensorList cache_v,
+                  const int64_t* positions, at::TensorList attn_norm, at::TensorList qkv, at::TensorList qkv_bias,
+                  at::TensorList wo, at::TensorList ffn_norm, at::TensorList w13, at::TensorList w2, int64_t n_heads,
+                  int64_t n_kv_heads, int64_t hd, double eps) {
+  const int64_t n_layers = static_cast<int64_t>(qkv.size());
   TORCH_CHECK(cache_k.size() == qkv.size() && cache_v.size() == qkv.size() && wo.size() == qkv.size() &&
                   w13.size() == qkv.size() && w2.size() == qkv.size() && attn_norm.size() == qkv.size() &&
                   ffn_norm.size() == qkv.size() && (qkv_bias.empty() || qkv_bias.size() == qkv.size()),
-              "few_rows_layers: a cache and weights per layer");
+              "few_rows_pass: a cache and weights per layer");
   for (int64_t i = 0; i < n_layers; ++i)  // the loops below write the caches through raw pointers
     for (const auto& cache : {cache_k[i], cache_v[i]})
       TORCH_CHECK(cache.is_contiguous() && cache.scalar_type() == at::kFloat && cache.dim() == 4 &&
-                      cache.size(0) == x.size(0) && cache.size(1) == n_kv_heads && cache.size(3) == hd,
-                  "few_rows_layers: a contiguous float32 cache [batch, kv_heads, length, head_dim] per layer");
-  const auto c = cos.contiguous(), s = sin.contiguous(), at_rows = rows.contiguous().to(at::kLong);
-  const int64_t length = cache_k.empty() ? 0 : cache_k[0].size(2);
-  const int64_t* positions = at_rows.data_ptr<int64_t>();
-  TORCH_CHECK(std::all_of(positions, positions + r, [&](int64_t p) { return p >= 0 && p < length; }),
-              "few_rows_layers: every row a position of the cache (0 to ", length - 1, ")");
-  auto h = x.contiguous();
+                      cache.size(0) == h.size(0) && cache.size(1) == n_kv_heads && cache.size(3) == hd,
+                  "few_rows_pass: a contiguous float32 cache [batch, kv_heads, length, head_dim] per layer");
   for (int64_t i = 0; i < n_layers; ++i) {
     auto k = cache_k[i], v = cache_v[i];
-    h = layer(h, c.data_ptr<float>(), s.data_ptr<float>(), k, v, positions, attn_norm[i], qkv[i],
-              qkv_bias.empty() ? nullptr : &qkv_bias[i], wo[i], ffn_norm[i], w13[i], w2[i], n_heads, n_kv_heads,
-              hd, eps);
+    h = layer(h, cos, sin, k, v, positions, attn_norm[i], qkv[i], qkv_bias.empty() ? nullptr : &qkv_bias[i], wo[i],
+              ffn_norm[i], w13[i], w2[i], n_heads, n_kv_heads, hd, eps);
   }
   return h;
+}
+
+// The rows of `table` ([count, width], float32) at `index` (n of them, each checked below count), into out.
+void gather(const at::Tensor& table, const int64_t* index, int64_t n, float* out, const char* what) {
+  const int64_t count = table.size(0), width = table.size(1);
+  const float* from = table.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    TORCH_CHECK(index[i] >= 0 && index[i] < count, "few_rows_pass: ", what, " ", index[i], " past its ", count);
+    std::copy_n(from + index[i] * width, width, out + i * width);
+  }
+}
+
+// A whole pass over few rows in one call (DiffusionTransformer.forward for a pass of rows without a hook):
+// the ids' embeddings ([b, r] ids of the rows at `rows`, sorted positions of the cache), their RoPE
+// rows from the tables, every layer, then the final norm and the head at the rows `logit_rows` (a subset
+// of rows; none: every row). Logits [b, logit rows, vocab] in float32. What a pass does around its
+// layers (~10 operators from Python: the embedding, RoPE's rows, the head's norm and product, picking the
+// logit rows) cost ~0.3 ms on a 2-core CPU, a sixth of an 18-row pass.
+at::Tensor pass(const at::Tensor& ids, const at::Tensor& rows, const std::optional<at::Tensor>& logit_rows,
+                const at::Tensor& embed, const at::Tensor& cos_table, const at::Tensor& sin_table,
+                at::TensorList cache_k, at::TensorList cache_v, at::TensorList attn_norm, at::TensorList qkv,
+                at::TensorList qkv_bias, at::TensorList wo, at::TensorList ffn_norm, at::TensorList w13,
+                at::TensorList w2, const at::Tensor& norm, const at::Tensor& head, int64_t vocab, int64_t n_heads,
+                int64_t n_kv_heads, double eps) {
+  TORCH_CHECK(ids.dim() == 2 && ids.scalar_type() == at::kLong, "few_rows_pass: ids [batch, rows] of int64");
+  TORCH_CHECK(embed.dim() == 2 && embed.scalar_type() == at::kFloat && cos_table.dim() == 2 &&
+                  cos_table.sizes() == sin_table.sizes() && cos_table.scalar_type() == at::kFloat,
+              "few_rows_pass: a float32 embedding table and RoPE tables [positions, head_dim]");
+  const int64_t b = ids.size(0), r = ids.size(1), dim = embed.size(1), hd = cos_table.size(1);
+  const auto at_rows = rows.contiguous().to(at::kLong), at_ids = ids.contiguous();
+  TORCH_CHECK(at_rows.numel() == r, "few_rows_pass: ", r, " ids for ", at_rows.numel(), " rows");
+  const int64_t* positions = at_rows.data_ptr<int64_t>();
+  const int64_t length = cache_k.empty() ? 0 : cache_k[0].size(2);
+  TORCH_CHECK(std::all_of(positions, positions + r, [&](int64_t p) { return p >= 0 && p < length; }),
+              "few_rows_pass: every row a position of the cache (0 to ", length - 1, ")");
+  std::vector<int64_t> picked;  // each logit row's index among the rows
+  if (logit_rows.has_value()) {
+    const auto wanted = logit_rows->contiguous().to(at::kLong);
+    for (int64_t i = 0; i < wanted.numel(); ++i) {
+      const int64_t p = wanted.data_ptr<int64_t>()[i];
+      const int64_t* at = std::lower_bound(positions, positions + r, p);
+      TORCH_CHECK(at != positions + r && *at == p, "few_rows_pass: logit row ", p, " is not a row of the pass");
+      picked.push_back(at - positions);
+    }
+  } else {
+    for (int64_t i = 0; i < r; ++i) picked.push_back(i);
+  }
+  auto x = at::empty({b, r, dim}, embed.options());
+  gather(embed.contiguous(), at_ids.data_ptr<int64_t>(), b * r, x.data_ptr<float>(), "token id");
+  auto cos = at::empty({r, hd}, embed.options()), sin = at::empty({r, hd}, embed.options());
+  gather(cos_table.contiguous(), positions, r, cos.data_ptr<float>(), "position");
+  gather(sin_table.contiguous(), positions, r, sin.data_ptr<float>(), "position");
+  auto h = layers(x, cos.data_ptr<float>(), sin.data_ptr<float>(), cache_k, cache_v, positions, attn_norm, qkv,
+                  qkv_bias, wo, ffn_norm, w13, w2, n_heads, n_kv_heads, hd, eps);
+
+  const int64_t n = static_cast<int64_t>(picked.size());
+  auto last = at::empty({b * n, dim}, embed.options());
+  const float* hp = h.data_ptr<float>();
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(hp + (bi * r + picked[i]) * dim, dim, last.data_ptr<float>() + (bi * n + i) * dim);
+  rms_norm(last.data_ptr<float>(), norm.data_ptr<float>(), b * n, dim, eps, last.data_ptr<float>());
+  auto logits = at::empty({b, n, vocab}, embed.options());
+  few_rows::multiply(last.data_ptr<float>(), b * n, head, vocab, logits.data_ptr<float>());
+  return logits;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(entropycache, m) {
   m.def(
-      "few_rows_layers(Tensor x, Tensor cos, Tensor sin, Tensor(a!)[] cache_k, Tensor(b!)[] cache_v, Tensor rows, "
-      "Tensor[] attn_norm, Tensor[] qkv, Tensor[] qkv_bias, Tensor[] wo, Tensor[] ffn_norm, Tensor[] w13, "
-      "Tensor[] w2, int n_heads, int n_kv_heads, float eps) -> Tensor");
+      "few_rows_pass(Tensor ids, Tensor rows, Tensor? logit_rows, Tensor embed, Tensor cos_table, Tensor sin_table, "
+      "Tensor(a!)[] cache_k, Tensor(b!)[] cache_v, Tensor[] attn_norm, Tensor[] qkv, Tensor[] qkv_bias, Tensor[] wo, "
+      "Tensor[] ffn_norm, Tensor[] w13, Tensor[] w2, Tensor norm, Tensor head, int vocab, int n_heads, "
+      "int n_kv_heads, float eps) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(entropycache, CPU, m) { m.impl("few_rows_layers", layers); }
+TORCH_LIBRARY_IMPL(entropycache, CPU, m) { m.impl("few_rows_pass", pass); }

@@ -17,7 +17,8 @@ calls through one shared `Pointwise`: as written (eager), or compiled into fused
 (core/fusion.py). Attention is torch's scaled_dot_product_attention with no mask in a decode: a
 row-selective pass attends over every cached key, so torch runs it on its fused kernels (cuDNN or
 flash attention on a recent GPU; docs/ALGORITHM.md says which and why). On a CPU whose passes compile,
-a pass over few rows runs every layer in one call instead (`layers_over_rows`, core/few_rows.py).
+a pass over few rows runs in one call instead, from its ids to its logits (`pass_over_rows`,
+core/few_rows.py).
 """
 
 from __future__ import annotations
@@ -83,13 +84,13 @@ class Pointwise:
             setattr(self, name, parts[name])
 
 
-class LayersOverRows(Protocol):
-    """A pass's layers in one call, for the passes it takes (core/few_rows.py's, on the CPU)."""
+class PassOverRows(Protocol):
+    """A whole pass in one call, ids to logits, for the passes it takes (core/few_rows.py's, on the CPU)."""
 
     def takes(self, rows: torch.Tensor | None, key_mask: torch.Tensor | None) -> bool: ...
 
-    def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                 rows: torch.Tensor) -> torch.Tensor: ...
+    def __call__(self, ids: torch.Tensor, cache: KVCache, rows: torch.Tensor, logit_rows: torch.Tensor | None,
+                 rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor: ...
 
 
 class RMSNorm(nn.Module):
@@ -193,9 +194,9 @@ class DiffusionTransformer(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
-        # Every layer of the passes it takes in one call, in place of the loop over the blocks below
-        # (core/few_rows.py sets it where the passes compile on a CPU; None: the blocks, always).
-        self.layers_over_rows: LayersOverRows | None = None
+        # The passes it takes in one call, in place of the embedding, the blocks' loop and the head below
+        # (core/few_rows.py sets it where the passes compile on a CPU; None: the modules, always).
+        self.pass_over_rows: PassOverRows | None = None
 
     def new_cache(self, batch: int, length: int) -> KVCache:
         """An empty cache for `length` positions, each layer's on that layer's device."""
@@ -246,6 +247,9 @@ class DiffusionTransformer(nn.Module):
             if ids.shape[1] != rows.numel():
                 raise ValueError(f"{ids.shape[1]} ids for {rows.numel()} rows")
             positions = rows
+            if hook is None and self.pass_over_rows is not None and self.pass_over_rows.takes(rows, key_mask):
+                self.reserve_rope(length, ids.device)
+                return self.pass_over_rows(ids, cache, rows, logit_rows, self._rope)
         cos, sin = self._rope_at(positions, length)
         cos, sin = cos[:, None], sin[:, None]  # [rows, 1, head_dim]: broadcast over heads
         mask = None if key_mask is None else key_mask[:, None, None, :]
@@ -259,8 +263,6 @@ class DiffusionTransformer(nn.Module):
                 view = LayerView(layer, cache, i, x, None, cos, sin)
                 x = layer.forward_stream(x, cos, sin, cache, i, hook.choose(i, view))
                 hook.finish(i, view)
-        elif hook is None and self.layers_over_rows is not None and self.layers_over_rows.takes(rows, mask):
-            x = self.layers_over_rows(x, cos, sin, cache, rows)
         else:
             for i, layer in enumerate(self.layers):
                 x_in, x = x, layer(x, cos, sin, cache, i, rows, mask)

@@ -66,9 +66,9 @@ def _compile_ahead(model: DiffusionTransformer, length: int, block_len: int) -> 
     waited = compiled.compile_wall_s
     block = list(range(length - block_len, length))
     kinds = [(None, block), (None, block[:1])]
-    if model.layers_over_rows is None:
+    if model.pass_over_rows is None:
         kinds += [(block[:-2] + [block[-1]], block[1:-2]), (block[-2:], block[-1:]), (block[-1:], block[-1:])]
-    elif length > MAX_ROWS + 1:  # partial passes the layers in one call take do not compile: only wider ones
+    elif length > MAX_ROWS + 1:  # partial passes the pass in one call takes do not compile: only wider ones
         wide = list(range(length - MAX_ROWS - 1, length))
         kinds += [(wide, block[1:-2]), (wide, block[-1:])]
     try:

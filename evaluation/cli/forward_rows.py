@@ -70,13 +70,13 @@ def print_forward_costs(model, length: int, row_counts: list[int], compile_mode:
 
 
 def graphs_costs(model, length: int, row_counts: list[int]) -> dict[int, float]:
-    """forward_costs with every pass a compiled graph: the layers in one call set aside (the kernel's
+    """forward_costs with every pass a compiled graph: the pass in one call set aside (the kernel's
     products kept), and put back after."""
-    stack, model.layers_over_rows = model.layers_over_rows, None
+    stack, model.pass_over_rows = model.pass_over_rows, None
     try:
         return forward_costs(model, length, row_counts)
     finally:
-        model.layers_over_rows = stack
+        model.pass_over_rows = stack
 
 
 def aten_products_costs(model, length: int, row_counts: list[int]) -> dict[int, float]:

@@ -89,7 +89,7 @@ def test_compiled_passes_attach_the_kernel_and_eager_ones_detach_it(model):
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     set_compile(model, "on")
     try:
-        said = f"few-row kernel up to {few_rows.MAX_ROWS} rows (the layers in one call), bfloat16 panels (built or"
+        said = f"few-row kernel up to {few_rows.MAX_ROWS} rows (the pass in one call), bfloat16 panels (built or"
         assert few_rows.few_rows_state(model).startswith(said)
         assert all(getattr(m, few_rows.PANELS).dtype == torch.bfloat16 for m in linears)
         x = torch.randn(1, 18, model.config.dim)
@@ -104,7 +104,7 @@ def test_compiled_passes_attach_the_kernel_and_eager_ones_detach_it(model):
         set_compile(model, "off")
     assert few_rows.few_rows_state(model) == "ATen"
     assert not any(few_rows.PANELS in m._buffers or "forward" in vars(m) for m in linears)
-    assert model.layers_over_rows is None
+    assert model.pass_over_rows is None
 
 
 def test_a_cpu_without_avx2_is_said_and_builds_nothing(monkeypatch):

@@ -1,7 +1,8 @@
-"""A pass's layers over few rows in one call (core/few_rows_layer.cpp through core.few_rows.Layers): the
-blocks' logits and cache writes up to float32 rounding, at every row count and head layout it serves
-(attention of its own at head sizes 64 and 128, ATen's at others; grouped heads and a q/k/v bias), the
-other rows of the cache untouched; and only the passes it is meant for."""
+"""A pass over few rows in one call (core/few_rows_pass.cpp through core.few_rows.RowsPass): the modules'
+logits and cache writes up to float32 rounding, at every row count and head layout it serves (attention
+of its own at head sizes 64 and 128, ATen's at others; grouped heads and a q/k/v bias), every row's
+logits or a few, the other rows of the cache untouched; bad input refused by name before anything is
+written; and only the passes it is meant for."""
 
 import pytest
 import torch
@@ -28,16 +29,16 @@ def _models():
 MODELS = _models()
 
 
-def _pass(model, tokens, cache, rows):
+def _pass(model, tokens, cache, rows, logit_rows=None):
     index = None if rows is None else torch.tensor(rows)
     ids = tokens[None] if rows is None else tokens[index][None]
     with torch.no_grad():
-        return model(ids, cache, index)
+        return model(ids, cache, index, logit_rows)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("count", [1, 5, 16, 18, 33, few_rows.MAX_ROWS])
-def test_the_layers_in_one_call_compute_what_the_blocks_do(name, count):
+def test_the_pass_in_one_call_computes_what_the_modules_do(name, count):
     model = MODELS[name]
     generator = torch.Generator().manual_seed(count)
     tokens = torch.randint(0, model.config.vocab_size, (LENGTH,), generator=generator)
@@ -48,12 +49,13 @@ def test_the_layers_in_one_call_compute_what_the_blocks_do(name, count):
     before = [k.clone() for k in caches[0].k]
     changed = tokens.clone()
     changed[rows] = torch.randint(0, model.config.vocab_size, (count,), generator=generator)
-    expected = _pass(model, changed, caches[0], rows)
+    logit_rows = None if count == 1 else torch.tensor(rows[1::3])  # every row's logits, or some rows'
+    expected = _pass(model, changed, caches[0], rows, logit_rows)
     few_rows.attach(model)
     try:
         with torch.no_grad():
-            assert model.layers_over_rows is not None and model.layers_over_rows.takes(torch.tensor(rows), None)
-        got = _pass(model, changed, caches[1], rows)
+            assert model.pass_over_rows is not None and model.pass_over_rows.takes(torch.tensor(rows), None)
+        got = _pass(model, changed, caches[1], rows, logit_rows)
     finally:
         few_rows.detach(model)
     scale = expected.abs().max()
@@ -69,7 +71,7 @@ def test_it_takes_eager_passes_over_at_most_max_rows_without_a_key_mask_or_gradi
     model = tiny_model()
     few_rows.attach(model)
     try:
-        stack = model.layers_over_rows
+        stack = model.pass_over_rows
         rows = torch.arange(few_rows.MAX_ROWS)
         with torch.no_grad():
             assert stack.takes(rows, None)
@@ -79,7 +81,7 @@ def test_it_takes_eager_passes_over_at_most_max_rows_without_a_key_mask_or_gradi
         assert not stack.takes(rows, None)  # a gradient wanted: the blocks, which have a backward
     finally:
         few_rows.detach(model)
-    assert model.layers_over_rows is None
+    assert model.pass_over_rows is None
 
 
 def test_a_gradient_wanted_after_attaching_goes_to_the_blocks():
@@ -87,36 +89,41 @@ def test_a_gradient_wanted_after_attaching_goes_to_the_blocks():
     few_rows.attach(model)
     try:
         rows = torch.arange(4)
-        assert model.layers_over_rows.takes(rows, None)
+        assert model.pass_over_rows.takes(rows, None)
         model.requires_grad_(True)  # trained further: the call has no backward
-        assert not model.layers_over_rows.takes(rows, None)
+        assert not model.pass_over_rows.takes(rows, None)
     finally:
         few_rows.detach(model)
 
 
-def test_a_row_past_the_cache_or_a_cache_of_another_shape_is_refused_by_name():
+def test_bad_rows_ids_logit_rows_or_caches_are_refused_by_name_before_anything_is_written():
     model = MODELS["embedded (head size 64)"]
     cache = model.new_cache(1, 20)
-    x = torch.randn(1, 2, model.config.dim)
-    cos, sin = model._rope_at(torch.tensor([3, 20]), 24)
+    model.reserve_rope(24, torch.device("cpu"))
+    ids = torch.tensor([[5, 6]])
+    before = [k.clone() for k in cache.k]
     few_rows.attach(model)
     try:
-        stack = model.layers_over_rows
+        stack = model.pass_over_rows
         with pytest.raises(RuntimeError, match=r"every row a position of the cache \(0 to 19\)"):
-            stack(x, cos[:, None], sin[:, None], cache, torch.tensor([3, 20]))
-        before = [k.clone() for k in cache.k]
+            stack(ids, cache, torch.tensor([3, 20]), None, model._rope)
+        vocab = model.config.vocab_size
+        with pytest.raises(RuntimeError, match=f"token id {vocab} past its {vocab}"):
+            stack(torch.tensor([[5, vocab]]), cache, torch.tensor([3, 4]), None, model._rope)
+        with pytest.raises(RuntimeError, match="logit row 5 is not a row of the pass"):
+            stack(ids, cache, torch.tensor([3, 4]), torch.tensor([5]), model._rope)
         cache.k[2] = cache.k[2][:, :2]  # two of four heads
         with pytest.raises(RuntimeError, match="a contiguous float32 cache"):
-            stack(x, cos[:, None], sin[:, None], cache, torch.tensor([3, 4]))
-        assert all(torch.equal(a, b) for a, b in zip(cache.k[:2], before[:2]))  # refused before writing anything
+            stack(ids, cache, torch.tensor([3, 4]), None, model._rope)
+        assert all(torch.equal(a, b) for a, b in zip(cache.k[:2] + cache.v, before[:2] + before))  # nothing written
     finally:
         few_rows.detach(model)
 
 
-def test_a_model_not_all_float32_keeps_its_blocks():
+def test_a_model_not_all_float32_keeps_its_modules():
     model = tiny_model().to(torch.bfloat16)
     few_rows.attach(model)
     try:
-        assert model.layers_over_rows is None
+        assert model.pass_over_rows is None
     finally:
         few_rows.detach(model)
