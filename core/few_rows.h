@@ -1,10 +1,11 @@
 // The product of core/few_rows.cpp over weights laid out once in panels, for every source of the
-// extension (few_rows.cpp says why the layout, core/few_rows_pass.cpp runs a layer with it).
+// extension (few_rows.cpp says why the layout, core/few_rows_pass.cpp runs a pass with it).
 //
 // y [m, n] = x [m, k] W^T, W laid out as panels [ceil(n / kPanel), k, kPanel]: column j of panel p is
-// output p * kPanel + j, zero past n (in bfloat16, the columns of a panel's row in pairs: load_row). A panel is two vectors wide, and each panel is multiplied by up
-// to kBlock rows held in 2 * kBlock vector registers, so every weight element read feeds kBlock fused
-// multiply-adds; the panels split between the threads.
+// output p * kPanel + j, zero past n (in bfloat16 a row's columns lie in pairs: load_row). A panel is
+// two vectors wide, and each panel is multiplied by up to kBlock rows held in 2 * kBlock vector
+// registers, so every weight element read feeds kBlock fused multiply-adds; the panels split between
+// the threads.
 //
 // The extension is built for the CPU's vector width (core/few_rows.py passes CPU_CAPABILITY_AVX512 or
 // CPU_CAPABILITY_AVX2, as inductor does): `simd` below is the few vector operations the kernels use,

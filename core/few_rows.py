@@ -1,5 +1,5 @@
 """Passes over few rows on the CPU: core/few_rows.cpp's matrix product and core/few_rows_pass.cpp's
-layers, built once per machine, with each model's weights laid out for them once.
+pass in one call, built once per machine, with each model's weights laid out for them once.
 
 A partial pass multiplies ~18 rows by every weight matrix. ATen's product (MKL) packs the weight again
 at every call, a cost that does not shrink with the rows, so those products ran at a third to a half
@@ -20,7 +20,7 @@ test_compiled.py), not promised bit for bit.
 
 Where it applies: a model whose passes compile on the CPU (core.compiled.set_compile attaches it and
 detaches it; eager passes stay the blocks' with ATen's products, the reference). Its Linears' forward
-is the kernel's too, for the passes the call in one does not take: a layer hook's, and a compiled
+is the kernel's too, for the passes that one call does not take: a layer hook's, and a compiled
 one (a product over more than MAX_ROWS rows is ATen's inside the same operator, so one compiled graph
 serves every row count; so is one that needs a gradient).
 What it costs: a build of ~15 s the first time on a machine (torch's extension cache keeps it for the

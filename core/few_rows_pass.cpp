@@ -289,9 +289,9 @@ void gather(const at::Tensor& table, const int64_t* index, int64_t n, float* out
 // A whole pass over few rows in one call (DiffusionTransformer.forward for a pass of rows without a hook):
 // the ids' embeddings ([b, r] ids of the rows at `rows`, sorted positions of the cache), their RoPE
 // rows from the tables, every layer, then the final norm and the head at the rows `logit_rows` (a subset
-// of rows; none: every row). Logits [b, logit rows, vocab] in float32. What a pass does around its
-// layers (~10 operators from Python: the embedding, RoPE's rows, the head's norm and product, picking the
-// logit rows) cost ~0.3 ms on a 2-core CPU, a sixth of an 18-row pass.
+// of rows; none: every row). Logits [b, logit rows, vocab] in float32. Around its layers a pass ran ~10
+// operators from Python (the embedding, RoPE's rows, the head's norm and product, picking the logit
+// rows), each a dispatch and a buffer: as costly as several layers' loops (docs/BENCHMARKS.md, "The floor").
 at::Tensor pass(const at::Tensor& ids, const at::Tensor& rows, const std::optional<at::Tensor>& logit_rows,
                 const at::Tensor& embed, const at::Tensor& cos_table, const at::Tensor& sin_table,
                 at::TensorList cache_k, at::TensorList cache_v, at::TensorList attn_norm, at::TensorList qkv,
